@@ -1,0 +1,1 @@
+"""Data preparation for long-context SFT under sequence parallelism."""

@@ -1,0 +1,1 @@
+"""Pre-launch validation of recipes and topologies: catch what would fail before any GPU work."""

@@ -1,0 +1,139 @@
+"""Supervised fine-tuning with Ulysses sequence parallelism: the one entrypoint every recipe runs.
+
+Launch from the repository root with the accelerate YAML the recipe names in `accelerate_config`:
+
+    accelerate launch --config_file accelerate_configs/cpu-sp2.yaml recipes/sft.py --config recipes/tiny-cpu.yaml
+
+or let make resolve the pair: `make sft RECIPE=tiny-cpu ARGS="--max_steps 10"`. Any recipe key can be
+overridden on the command line (`--learning_rate 1.0e-4`); unknown keys are errors, never ignored.
+
+What this adds to TRL's `trl/scripts/sft.py`: strict recipe parsing with checks against the topology
+(preflight/recipe.py), a refusal to run on a topology other than the recipe's, a random-weight mode
+(`model_init: random`), padding to a multiple of sp by default, and a report of the mesh and of the
+sequence shard each rank actually received.
+"""
+
+import os
+import sys
+import warnings
+
+import torch
+from datasets import load_dataset
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from trl import SFTTrainer, get_peft_config
+
+from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
+from preflight.topology import Topology
+
+# torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
+# would bury the loss lines and are not actionable from a recipe.
+warnings.filterwarnings("ignore", message=r".*(all_gather|reduce_scatter_tensor|all_gather_into_tensor).*deprecated")
+
+
+def launched_mesh() -> tuple[int, int]:
+    """(world size, sp size) this process was launched with, read from what `accelerate launch` exports."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    use_pc = os.environ.get("ACCELERATE_USE_PARALLELISM_CONFIG", "false").lower() == "true"
+    sp = int(os.environ.get("PARALLELISM_CONFIG_SP_SIZE", "1")) if use_pc else 1
+    return world, sp
+
+
+def check_launch(topo: Topology, source: str) -> None:
+    """Refuse to train on a topology other than the recipe's: a silent sp=1 run is this field's classic bug."""
+    world, sp = launched_mesh()
+    if (world, sp) != (topo.world_size, topo.sp_size):
+        raise RecipeError(source, [
+            f"launched with world size {world} and sp={sp}, but the recipe's accelerate_config {topo.path} "
+            f"asks for world size {topo.world_size} and sp={topo.sp_size}; launch with "
+            f"`accelerate launch --config_file {topo.path} recipes/sft.py --config {source}` (or `make sft`), "
+            "or override `--accelerate_config` to the topology you launch with"])
+
+
+def build_model(recipe, model_args, training_args):
+    """A model instance for `model_init: random`; otherwise the path, which SFTTrainer loads itself."""
+    if recipe.model_init == "pretrained":
+        return model_args.model_name_or_path
+    config = AutoConfig.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+    torch.manual_seed(training_args.seed)  # same weights on every rank and for every sp size
+    dtype = getattr(torch, model_args.dtype) if model_args.dtype not in (None, "auto") else torch.float32
+    return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=model_args.attn_implementation)
+
+
+def report_mesh(trainer, max_length: int | None) -> None:
+    """Print, from rank 0, the mesh this run really has (read back from the accelerator, not the YAML)."""
+    acc = trainer.accelerator
+    pc = acc.parallelism_config
+    sp = pc.sp_size if pc is not None else 1
+    dp_rep, dp_shard = (pc.dp_replicate_size, pc.dp_shard_size) if pc is not None else (acc.num_processes, 1)
+    acc.print(f"[mesh] world={acc.num_processes}: dp_replicate={dp_rep} x dp_shard={dp_shard} x sp={sp}; "
+              f"sp groups are consecutive ranks of {sp}")
+    if max_length:
+        acc.print(f"[mesh] sequences up to {max_length} tokens -> up to {max_length // sp} tokens per rank")
+
+
+def report_first_shard(model, accelerator) -> None:
+    """Print the sequence length rank 0's model receives on its first step: the real per-rank shard."""
+
+    def hook(module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None:
+            accelerator.print(f"[mesh] first step: rank 0 holds a shard of {ids.shape[1]} tokens "
+                              f"(batch shape {tuple(ids.shape)})")
+        handle.remove()
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def main(recipe, training_args, model_args):
+    source = recipe.config_source
+    topo = recipe_topology(recipe)
+    check_launch(topo, source)
+
+    # ---- data: a Hub dataset name or a local folder/file that `datasets` can load
+    dataset = load_dataset(recipe.dataset_name, name=recipe.dataset_config, streaming=recipe.dataset_streaming)
+    train_dataset = dataset[recipe.dataset_train_split]
+    eval_dataset = dataset[recipe.dataset_test_split] if training_args.eval_strategy != "no" else None
+
+    # Every batch must split evenly across the SP group; keep that true by construction.
+    if training_args.pad_to_multiple_of is None:
+        training_args.pad_to_multiple_of = topo.sp_size
+
+    # ---- model
+    if recipe.model_init == "pretrained":
+        training_args.model_init_kwargs = {
+            "revision": model_args.model_revision,
+            "trust_remote_code": training_args.trust_remote_code,
+            "attn_implementation": model_args.attn_implementation,
+            "dtype": model_args.dtype,
+            **(training_args.model_init_kwargs or {}),
+        }
+    model = build_model(recipe, model_args, training_args)
+
+    # ---- trainer
+    trainer = SFTTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=AutoTokenizer.from_pretrained(
+            model_args.model_name_or_path, revision=model_args.model_revision,
+            trust_remote_code=training_args.trust_remote_code),
+        peft_config=get_peft_config(model_args),
+    )
+    report_mesh(trainer, training_args.max_length)
+    report_first_shard(trainer.model, trainer.accelerator)
+
+    # ---- train, then save (ZeRO-3 gathers the 16-bit weights on save, see the DeepSpeed JSON)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    trainer.save_state()
+    trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
+    trainer.end()
+
+
+if __name__ == "__main__":
+    try:
+        recipe_args, sft_config, model_config = parse_recipe(sys.argv[1:])
+        main(recipe_args, sft_config, model_config)
+    except RecipeError as exc:
+        exit_on_recipe_error(exc)

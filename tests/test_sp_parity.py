@@ -1,0 +1,117 @@
+"""SP loss-parity gate: sp=2 and sp=4 must compute what sp=1 computes, step by step.
+
+The tiny Llama (4 query heads, 2 KV heads: sp=4 replicates KV heads) trains k steps from the same
+random weights on the same prompt/completion rows through the real stack (accelerate launch,
+DeepSpeed ZeRO-3, Ulysses over gloo). The loss is on completions only, so SP shards carry unequal
+numbers of label tokens, some none at all: the case where averaging per-rank losses goes wrong. The
+gate compares per-step loss and grad norm, and the weights after k SGD steps, with sp=1. A final test runs the
+gate against a deliberately unweighted SP loss and requires it to fail.
+"""
+
+import json
+import random
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from data_prep.synthetic import filler_sentence, haystack
+from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+
+pytestmark = pytest.mark.distributed
+
+STEPS = 4
+# fp32 on CPU. The SP runs reorder the same sums (attention after the all-to-all, gathered per-rank
+# losses), so agreement is to rounding, not bit-exact. A token-weighting bug moves the loss by ~1e-2.
+# Measured: losses agree to ~1e-7 relative, gradients to ~2e-6 (q/k projections) and less elsewhere.
+LOSS_RTOL = 1e-5
+GRAD_NORM_RTOL = 1e-5
+WEIGHT_ATOL = 1e-6  # after STEPS SGD steps at lr 0.5
+
+
+def write_rows(folder, n_rows: int = 16, seed: int = 3) -> None:
+    """Prompt 8-24 sentences (~90-270 tokens), completion 4-14 sentences: shards differ in label count."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "train.jsonl", "w") as f:
+        for _ in range(n_rows):
+            key = str(rng.randrange(10_000, 100_000))
+            prompt = haystack(rng, rng.randint(8, 24), key) + " What is the pass key?"
+            completion = f" The pass key is {key}. " + " ".join(filler_sentence(rng) for _ in range(rng.randint(4, 14)))
+            f.write(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
+
+
+def train(tmp_path, data, sp: int, script: str = "recipes/sft.py") -> tuple[list[dict], dict]:
+    accel = f"accelerate_configs/cpu-sp{sp}.yaml"
+    out = tmp_path / f"{script.split('/')[-1][:-3]}-sp{sp}"
+    proc = accelerate_launch(accel, script, ["--config", "tests/fixtures/parity.yaml", "--accelerate_config", accel,
+                                             "--dataset_name", str(data), "--output_dir", str(out)])
+    assert_ok(proc)
+    assert f"x sp={sp};" in proc.stdout, "the run did not report the SP size it was asked for"
+    history = log_history(out)
+    assert [row["step"] for row in history] == list(range(1, STEPS + 1))
+    return history, load_file(out / "model.safetensors")
+
+
+def mismatches(base, other) -> list[str]:
+    """Human-readable differences beyond tolerance between two (history, weights) runs."""
+    (h0, w0), (h1, w1) = base, other
+    found = []
+    for a, b in zip(h0, h1, strict=True):
+        if abs(a["loss"] - b["loss"]) > LOSS_RTOL * abs(a["loss"]):
+            found.append(f"step {a['step']} loss {a['loss']:.7f} vs {b['loss']:.7f}")
+        if abs(a["grad_norm"] - b["grad_norm"]) > GRAD_NORM_RTOL * abs(a["grad_norm"]):
+            found.append(f"step {a['step']} grad_norm {a['grad_norm']:.7f} vs {b['grad_norm']:.7f}")
+    worst = max((w0[k] - w1[k]).abs().max().item() for k in w0)
+    if worst > WEIGHT_ATOL:
+        found.append(f"trained weights differ by up to {worst:.2e}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("parity")
+    data = tmp / "data"
+    write_rows(data)
+    cache = {}
+
+    def run(sp: int, script: str = "recipes/sft.py"):
+        if (sp, script) not in cache:
+            cache[(sp, script)] = train(tmp, data, sp, script)
+        return cache[(sp, script)]
+
+    return run
+
+
+def test_shards_carry_unequal_label_tokens(tmp_path):
+    """The fixture data must exercise the weighting: label counts differ between the two sp=2 halves."""
+    from transformers import AutoTokenizer
+
+    write_rows(tmp_path)
+    tok = AutoTokenizer.from_pretrained("recipes/assets/tiny-llama")
+    unequal = 0
+    for line in (tmp_path / "train.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        n_prompt, n_all = len(tok(row["prompt"]).input_ids), len(tok(row["prompt"] + row["completion"]).input_ids)
+        assert n_all + 1 <= 512, "rows must fit max_length so nothing is truncated"
+        labels = torch.zeros(512)
+        labels[n_prompt:n_all + 1] = 1  # completion tokens and the appended EOS carry labels
+        unequal += labels[:256].sum() != labels[256:].sum()
+    assert unequal >= 12
+
+
+@pytest.mark.parametrize("sp", [2, 4])
+def test_sp_matches_sp1(runs, sp):
+    assert mismatches(runs(1), runs(sp)) == []
+
+
+def test_losses_are_real_training(runs):
+    """Guards the gate itself: losses are finite, distinct per step and falling, so equality means something."""
+    losses = [row["loss"] for row in runs(1)[0]]
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert len(set(losses)) == STEPS and losses[-1] < losses[0]
+
+
+def test_gate_catches_unweighted_sp_loss(runs):
+    broken = runs(2, "tests/helpers/unweighted_sp_loss.py")
+    assert mismatches(runs(1), broken), "averaging per-rank losses without token weights went unnoticed"
