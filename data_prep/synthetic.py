@@ -8,13 +8,45 @@ classic long-context retrieval probe.
 
 import random
 
-SUBJECTS = ["the river", "a small fox", "the old bridge", "my neighbour", "the red train", "a quiet student",
-            "the northern wind", "every garden", "the tired baker", "a silver key", "the city clock", "our teacher"]
+SUBJECTS = [
+    "the river",
+    "a small fox",
+    "the old bridge",
+    "my neighbour",
+    "the red train",
+    "a quiet student",
+    "the northern wind",
+    "every garden",
+    "the tired baker",
+    "a silver key",
+    "the city clock",
+    "our teacher",
+]
 VERBS = ["crosses", "remembers", "watches", "follows", "carries", "paints", "finds", "hears", "counts", "opens"]
-OBJECTS = ["the long road", "seven apples", "a blue door", "the morning light", "an empty box", "the last page",
-           "two letters", "the winter market", "a paper boat", "the far hills"]
-PLACES = ["before dawn", "near the lake", "after the rain", "in the valley", "under the stars", "at noon",
-          "beside the mill", "on the hill", "by the harbour", "in the library"]
+OBJECTS = [
+    "the long road",
+    "seven apples",
+    "a blue door",
+    "the morning light",
+    "an empty box",
+    "the last page",
+    "two letters",
+    "the winter market",
+    "a paper boat",
+    "the far hills",
+]
+PLACES = [
+    "before dawn",
+    "near the lake",
+    "after the rain",
+    "in the valley",
+    "under the stars",
+    "at noon",
+    "beside the mill",
+    "on the hill",
+    "by the harbour",
+    "in the library",
+]
 
 
 def filler_sentence(rng: random.Random) -> str:
@@ -47,5 +79,7 @@ def passkey_documents(n_docs: int, min_sentences: int, max_sentences: int, seed:
 
 def text_documents(n_docs: int, min_sentences: int, max_sentences: int, seed: int) -> list[dict]:
     """Raw-text documents (`text` column): each haystack ends with the question answered."""
-    return [{"text": f"{d['prompt']}{d['completion']}"}
-            for d in passkey_documents(n_docs, min_sentences, max_sentences, seed)]
+    return [
+        {"text": f"{d['prompt']}{d['completion']}"}
+        for d in passkey_documents(n_docs, min_sentences, max_sentences, seed)
+    ]

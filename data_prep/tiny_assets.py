@@ -20,8 +20,14 @@ from data_prep.synthetic import filler_sentence, passkey_documents, text_documen
 ASSETS = Path(__file__).resolve().parent.parent / "recipes" / "assets"
 SEED = 1234
 VOCAB_SIZE = 512
-SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>",
-                  "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+SPECIAL_TOKENS = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|pad|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+]
 # Llama-3 style template; {% generation %} marks assistant tokens so TRL's assistant_only_loss can find them.
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
@@ -63,14 +69,25 @@ def build_tokenizer(corpus: list[str]):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(corpus, trainer=trainer)
     tok.post_processor = processors.TemplateProcessing(
-        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
-        special_tokens=[("<|begin_of_text|>", 0)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>",
-                                   eos_token="<|end_of_text|>", pad_token="<|pad|>", model_max_length=4096)
+        single="<|begin_of_text|> $A",
+        pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+        special_tokens=[("<|begin_of_text|>", 0)],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|begin_of_text|>",
+        eos_token="<|end_of_text|>",
+        pad_token="<|pad|>",
+        model_max_length=4096,
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
@@ -90,16 +107,23 @@ def write_assets(root: Path) -> None:
     data_dir = root / "tiny-haystack"
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(data_dir / "train.jsonl", "w") as f:
-        for doc in text_documents(n_docs=48, min_sentences=150, max_sentences=180, seed=SEED + 1):
-            f.write(json.dumps(doc) + "\n")
+        f.writelines(
+            json.dumps(doc) + "\n"
+            for doc in text_documents(n_docs=48, min_sentences=150, max_sentences=180, seed=SEED + 1)
+        )
 
 
 def differing_files(expected: Path, actual: Path) -> list[str]:
     """Relative paths whose bytes differ between two asset trees (missing files included)."""
     names = {p.relative_to(expected) for p in expected.rglob("*") if p.is_file()}
     names |= {p.relative_to(actual) for p in actual.rglob("*") if p.is_file()}
-    return sorted(str(n) for n in names if not (expected / n).is_file() or not (actual / n).is_file()
-                  or not filecmp.cmp(expected / n, actual / n, shallow=False))
+    return sorted(
+        str(n)
+        for n in names
+        if not (expected / n).is_file()
+        or not (actual / n).is_file()
+        or not filecmp.cmp(expected / n, actual / n, shallow=False)
+    )
 
 
 def main() -> int:

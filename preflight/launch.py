@@ -44,8 +44,17 @@ def launch_command(recipe: str, overrides: list[str]) -> list[str]:
     shown_path = os.path.relpath(recipe_path.resolve(), REPO_ROOT)
     if shown_path.startswith(".."):
         shown_path = str(recipe_path.resolve())
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accel,
-            "recipes/sft.py", "--config", shown_path, *overrides]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        accel,
+        "recipes/sft.py",
+        "--config",
+        shown_path,
+        *overrides,
+    ]
 
 
 def main(argv: list[str]) -> int:

@@ -40,13 +40,17 @@ class RecipeArguments(_script_arguments_base()):
 
     accelerate_config: str | None = field(
         default=None,
-        metadata={"help": "The accelerate YAML this recipe runs with (relative to the repository root). "
-                  "`make sft RECIPE=..` launches with it, and the entrypoint refuses any other topology."},
+        metadata={
+            "help": "The accelerate YAML this recipe runs with (relative to the repository root). "
+            "`make sft RECIPE=..` launches with it, and the entrypoint refuses any other topology."
+        },
     )
     model_init: Literal["pretrained", "random"] = field(
         default="pretrained",
-        metadata={"help": "`pretrained` loads weights from model_name_or_path; `random` builds the model from its "
-                  "config with random weights seeded by `seed` (no weight download)."},
+        metadata={
+            "help": "`pretrained` loads weights from model_name_or_path; `random` builds the model from its "
+            "config with random weights seeded by `seed` (no weight download)."
+        },
     )
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
     config_source: str = field(default="command line", init=False, repr=False)
@@ -86,7 +90,9 @@ def unknown_key_problems(keys, known: set[str], where: str) -> list[str]:
 
 
 def _cli_keys(argv: list[str]) -> list[str]:
-    return [a[2:].split("=", 1)[0] for a in argv if a.startswith("--") and a != "--config"]
+    """Flag names on the command line, less `--config`, `--help` and HfArgumentParser's `--no_<bool>` negations."""
+    keys = [a[2:].split("=", 1)[0] for a in argv if a.startswith("--") and a not in ("--config", "--help")]
+    return [k.removeprefix("no_") for k in keys]
 
 
 def parse_recipe(argv: list[str]):
@@ -122,8 +128,12 @@ def recipe_topology(recipe: RecipeArguments) -> Topology:
 def check_recipe(recipe, sft, model, source: str) -> list[str]:
     """Every reason the recipe cannot run on its own topology, each naming the key and the fix."""
     if not recipe.accelerate_config:
-        return [f"{source}: `accelerate_config` is not set: name the accelerate YAML, "
-                "e.g. `accelerate_config: accelerate_configs/cpu-sp2.yaml`"]
+        return [
+            (
+                f"{source}: `accelerate_config` is not set: name the accelerate YAML, "
+                "e.g. `accelerate_config: accelerate_configs/cpu-sp2.yaml`"
+            )
+        ]
     try:
         topo = recipe_topology(recipe)
     except ConfigError as exc:
@@ -131,22 +141,32 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
     problems = []
     sp = topo.sp_size
     if sp > 1 and model.attn_implementation != topo.sp_attn_implementation:
-        problems.append(f"{source}: `attn_implementation` is {model.attn_implementation!r} but {topo.path} sets "
-                        f"`parallelism_config_sp_attn_implementation: {topo.sp_attn_implementation}`; make them equal "
-                        f"(one of {', '.join(SP_ATTENTION)})")
+        problems.append(
+            f"{source}: `attn_implementation` is {model.attn_implementation!r} but {topo.path} sets "
+            f"`parallelism_config_sp_attn_implementation: {topo.sp_attn_implementation}`; make them equal "
+            f"(one of {', '.join(SP_ATTENTION)})"
+        )
     if sft.max_length is not None and sft.max_length % sp:
-        problems.append(f"{source}: `max_length` {sft.max_length} is not a multiple of sp={sp} ({topo.path}); "
-                        f"use {sft.max_length // sp * sp or sp}")
+        problems.append(
+            f"{source}: `max_length` {sft.max_length} is not a multiple of sp={sp} ({topo.path}); "
+            f"use {sft.max_length // sp * sp or sp}"
+        )
     if sft.pad_to_multiple_of is not None and sft.pad_to_multiple_of % sp:
-        problems.append(f"{source}: `pad_to_multiple_of` {sft.pad_to_multiple_of} is not a multiple of sp={sp}; "
-                        f"use {sp} (or leave it unset and the entrypoint pads to a multiple of sp)")
+        problems.append(
+            f"{source}: `pad_to_multiple_of` {sft.pad_to_multiple_of} is not a multiple of sp={sp}; "
+            f"use {sp} (or leave it unset and the entrypoint pads to a multiple of sp)"
+        )
     if sp > 1 and sft.use_cpu and sft.max_length and sft.pad_to_multiple_of != sft.max_length:
-        problems.append(f"{source}: `pad_to_multiple_of` must equal `max_length` ({sft.max_length}) for sp>1 on CPU: "
-                        "DeepSpeed's SP dataloader all-gathers every rank's batch and gloo needs equal shapes; "
-                        f"set `pad_to_multiple_of: {sft.max_length}`")
+        problems.append(
+            f"{source}: `pad_to_multiple_of` must equal `max_length` ({sft.max_length}) for sp>1 on CPU: "
+            "DeepSpeed's SP dataloader all-gathers every rank's batch and gloo needs equal shapes; "
+            f"set `pad_to_multiple_of: {sft.max_length}`"
+        )
     if sp > 1 and (sft.packing or sft.padding_free):
-        problems.append(f"{source}: `packing`/`padding_free` are TRL's padding-free collator, which emits 1-D "
-                        "`cu_seq_lens_*` tensors that DeepSpeed's SP dataloader cannot shard; set both to false")
+        problems.append(
+            f"{source}: `packing`/`padding_free` are TRL's padding-free collator, which emits 1-D "
+            "`cu_seq_lens_*` tensors that DeepSpeed's SP dataloader cannot shard; set both to false"
+        )
     return problems
 
 

@@ -42,11 +42,17 @@ def check_launch(topo: Topology, source: str) -> None:
     """Refuse to train on a topology other than the recipe's: a silent sp=1 run is this field's classic bug."""
     world, sp = launched_mesh()
     if (world, sp) != (topo.world_size, topo.sp_size):
-        raise RecipeError(source, [
-            f"launched with world size {world} and sp={sp}, but the recipe's accelerate_config {topo.path} "
-            f"asks for world size {topo.world_size} and sp={topo.sp_size}; launch with "
-            f"`accelerate launch --config_file {topo.path} recipes/sft.py --config {source}` (or `make sft`), "
-            "or override `--accelerate_config` to the topology you launch with"])
+        raise RecipeError(
+            source,
+            [
+                (
+                    f"launched with world size {world} and sp={sp}, but the recipe's accelerate_config {topo.path} "
+                    f"asks for world size {topo.world_size} and sp={topo.sp_size}; launch with "
+                    f"`accelerate launch --config_file {topo.path} recipes/sft.py --config {source}` (or `make sft`), "
+                    "or override `--accelerate_config` to the topology you launch with"
+                )
+            ],
+        )
 
 
 def build_model(recipe, model_args, training_args):
@@ -65,8 +71,10 @@ def report_mesh(trainer, max_length: int | None) -> None:
     pc = acc.parallelism_config
     sp = pc.sp_size if pc is not None else 1
     dp_rep, dp_shard = (pc.dp_replicate_size, pc.dp_shard_size) if pc is not None else (acc.num_processes, 1)
-    acc.print(f"[mesh] world={acc.num_processes}: dp_replicate={dp_rep} x dp_shard={dp_shard} x sp={sp}; "
-              f"sp groups are consecutive ranks of {sp}")
+    acc.print(
+        f"[mesh] world={acc.num_processes}: dp_replicate={dp_rep} x dp_shard={dp_shard} x sp={sp}; "
+        f"sp groups are consecutive ranks of {sp}"
+    )
     if max_length:
         acc.print(f"[mesh] sequences up to {max_length} tokens -> up to {max_length // sp} tokens per rank")
 
@@ -77,8 +85,9 @@ def report_first_shard(model, accelerator) -> None:
     def hook(module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
         if ids is not None:
-            accelerator.print(f"[mesh] first step: rank 0 holds a shard of {ids.shape[1]} tokens "
-                              f"(batch shape {tuple(ids.shape)})")
+            accelerator.print(
+                f"[mesh] first step: rank 0 holds a shard of {ids.shape[1]} tokens (batch shape {tuple(ids.shape)})"
+            )
         handle.remove()
 
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
@@ -116,8 +125,10 @@ def main(recipe, training_args, model_args):
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=AutoTokenizer.from_pretrained(
-            model_args.model_name_or_path, revision=model_args.model_revision,
-            trust_remote_code=training_args.trust_remote_code),
+            model_args.model_name_or_path,
+            revision=model_args.model_revision,
+            trust_remote_code=training_args.trust_remote_code,
+        ),
         peft_config=get_peft_config(model_args),
     )
     report_mesh(trainer, training_args.max_length)

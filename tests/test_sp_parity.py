@@ -37,15 +37,29 @@ def write_rows(folder, n_rows: int = 16, seed: int = 3) -> None:
         for _ in range(n_rows):
             key = str(rng.randrange(10_000, 100_000))
             prompt = haystack(rng, rng.randint(8, 24), key) + " What is the pass key?"
-            completion = f" The pass key is {key}. " + " ".join(filler_sentence(rng) for _ in range(rng.randint(4, 14)))
+            completion = f" The pass key is {key}. " + " ".join(
+                filler_sentence(rng) for _ in range(rng.randint(4, 14))
+            )
             f.write(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
 
 
 def train(tmp_path, data, sp: int, script: str = "recipes/sft.py") -> tuple[list[dict], dict]:
     accel = f"accelerate_configs/cpu-sp{sp}.yaml"
     out = tmp_path / f"{script.split('/')[-1][:-3]}-sp{sp}"
-    proc = accelerate_launch(accel, script, ["--config", "tests/fixtures/parity.yaml", "--accelerate_config", accel,
-                                             "--dataset_name", str(data), "--output_dir", str(out)])
+    proc = accelerate_launch(
+        accel,
+        script,
+        [
+            "--config",
+            "tests/fixtures/parity.yaml",
+            "--accelerate_config",
+            accel,
+            "--dataset_name",
+            str(data),
+            "--output_dir",
+            str(out),
+        ],
+    )
     assert_ok(proc)
     assert f"x sp={sp};" in proc.stdout, "the run did not report the SP size it was asked for"
     history = log_history(out)
@@ -95,7 +109,7 @@ def test_shards_carry_unequal_label_tokens(tmp_path):
         n_prompt, n_all = len(tok(row["prompt"]).input_ids), len(tok(row["prompt"] + row["completion"]).input_ids)
         assert n_all + 1 <= 512, "rows must fit max_length so nothing is truncated"
         labels = torch.zeros(512)
-        labels[n_prompt:n_all + 1] = 1  # completion tokens and the appended EOS carry labels
+        labels[n_prompt : n_all + 1] = 1  # completion tokens and the appended EOS carry labels
         unequal += labels[:256].sum() != labels[256:].sum()
     assert unequal >= 12
 

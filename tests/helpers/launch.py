@@ -18,10 +18,19 @@ def free_port() -> int:
 
 def accelerate_launch(accelerate_config: str, script: str, args: list[str], timeout: int = 600):
     """`accelerate launch --config_file X script args` from the repository root, on a free port."""
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accelerate_config,
-           "--main_process_port", str(free_port()), script, *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        accelerate_config,
+        "--main_process_port",
+        str(free_port()),
+        script,
+        *args,
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=REPO, env=env, check=False, capture_output=True, text=True, timeout=timeout)
 
 
 def log_history(output_dir: Path) -> list[dict]:
@@ -31,4 +40,6 @@ def log_history(output_dir: Path) -> list[dict]:
 
 
 def assert_ok(proc: subprocess.CompletedProcess) -> None:
-    assert proc.returncode == 0, f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, (
+        f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+    )

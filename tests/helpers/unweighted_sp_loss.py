@@ -17,7 +17,9 @@ def unweighted_sp_loss(accelerator, model, inputs, return_outputs, pc):
     if "labels" not in inputs and "shift_labels" in inputs:
         inputs["labels"] = inputs["shift_labels"]
     outputs = model(**inputs)
-    losses = torch.stack(torch.distributed.nn.functional.all_gather(outputs.loss, group=groups._get_sequence_parallel_group()))
+    losses = torch.stack(
+        torch.distributed.nn.functional.all_gather(outputs.loss, group=groups._get_sequence_parallel_group())
+    )
     has_tokens = torch.isfinite(losses)  # a shard with no label tokens has a NaN mean; drop it, weigh the rest 1:1
     loss = losses[has_tokens].mean()
     return (loss, outputs) if return_outputs else loss

@@ -1,0 +1,56 @@
+"""`make sft` end to end: the default recipe through the exact launch path a user types."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from tests.helpers.launch import log_history
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.distributed
+
+
+@pytest.fixture(scope="module")
+def make_sft(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sft") / "tiny-cpu"
+    args = f"--max_steps 12 --logging_steps 3 --output_dir {out}"
+    proc = subprocess.run(
+        ["make", "-s", "sft", f"ARGS={args}"],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc.stdout + proc.stderr, out
+
+
+def test_prints_launch_line_and_mesh(make_sft):
+    log, _ = make_sft
+    assert "[launch] accelerate launch --config_file accelerate_configs/cpu-sp2.yaml recipes/sft.py" in log
+    assert "[mesh] world=2: dp_replicate=1 x dp_shard=1 x sp=2" in log
+
+
+def test_each_rank_holds_half_the_sequence(make_sft):
+    log, _ = make_sft
+    shard = re.search(r"rank 0 holds a shard of (\d+) tokens \(batch shape \(1, (\d+)\)\)", log)
+    assert shard and int(shard.group(1)) == 2048 // 2
+
+
+def test_loss_falls(make_sft):
+    _, out = make_sft
+    losses = [row["loss"] for row in log_history(out)]
+    assert len(losses) == 4 and losses[-1] < losses[0] - 0.5
+
+
+def test_model_is_saved_where_it_says(make_sft):
+    log, out = make_sft
+    assert f"[done] model saved to {out}" in log
+    weights = load_file(out / "model.safetensors")
+    assert weights["model.embed_tokens.weight"].shape == (512, 64)
