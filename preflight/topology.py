@@ -34,7 +34,13 @@ class Topology:
 
     @property
     def world_size(self) -> int:
-        return self.num_processes * self.num_machines
+        # accelerate's `num_processes` is the total over all machines (it becomes torchrun's
+        # --nproc_per_node only after dividing by num_machines), so it already is the world size.
+        return self.num_processes
+
+    @property
+    def processes_per_machine(self) -> int:
+        return self.num_processes // max(self.num_machines, 1)
 
 
 def load_yaml_mapping(path: str | Path) -> dict:

@@ -24,6 +24,7 @@ from trl import SFTTrainer, get_peft_config
 
 from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from preflight.topology import Topology
+from training.shutdown import exit_cleanly
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
 # would bury the loss lines and are not actionable from a recipe.
@@ -140,6 +141,7 @@ def main(recipe, training_args, model_args):
     trainer.save_state()
     trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
     trainer.end()
+    exit_cleanly(0)
 
 
 if __name__ == "__main__":
