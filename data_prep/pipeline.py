@@ -75,6 +75,7 @@ class Preparer:
         self.layout = cfg.layout
         self.locations: deque = deque()
         self.with_columns = self.readable = 0
+        self.first_row = None  # (location, row) of the first readable row, for the absent-column error
 
     def jobs(self, fmt: str, records):
         """(fmt, payloads) batches for the encoder; bad rows are counted here and never reach it."""
@@ -83,9 +84,10 @@ class Preparer:
             self.counts.rows_read += 1
             if row is not None:
                 self.readable += 1
+                self.first_row = self.first_row or (loc, row)
                 self.with_columns += has_columns(row, fmt)
                 if self.readable == COLUMN_PROBE_ROWS and not self.with_columns:
-                    raise self.absent_columns(fmt, row, loc)
+                    raise self.absent_columns(fmt)
                 payload, problem = extract(row, fmt)
             if problem:
                 self.counts.drop(problem[0], loc, problem[1])
@@ -100,7 +102,8 @@ class Preparer:
             self.locations.append(where)
             yield fmt, batch
 
-    def absent_columns(self, fmt: str, row: dict, loc: str) -> PrepError:
+    def absent_columns(self, fmt: str) -> PrepError:
+        loc, row = self.first_row
         need = " + ".join(f"`{c}`" for c in COLUMNS[fmt])
         return PrepError(
             f"{loc}: no row has the column(s) {need} that format `{fmt}` needs (columns found: {sorted(row)}); "
@@ -161,6 +164,8 @@ class Preparer:
         finally:
             encoder.close()
         self.counts.documents_in = self.counts.rows_read
+        if self.counts.documents_out == 0 and self.readable and not self.with_columns:
+            raise self.absent_columns(fmt)
         if self.counts.documents_out == 0:
             raise nothing_usable(self.counts, fmt)
         return fmt
