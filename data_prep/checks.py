@@ -5,6 +5,8 @@ import math
 
 def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[str]:
     """Every reason a recipe's `prepare_data` setting cannot run, each naming the key and the fix."""
+    if recipe.prepare_data is False:  # YAML reads a bare `off` as false: normalise it once, for every reader
+        recipe.prepare_data = "off"
     if recipe.prepare_data == "off":
         return []
     problems = []
