@@ -27,47 +27,33 @@ class Segments:
     lengths: np.ndarray  # int64, length of each segment
 
 
-def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(x), dtype=np.int64)
-    np.cumsum(x[:-1], out=out[1:])
-    return out
-
-
-def _ramp(lengths: np.ndarray) -> np.ndarray:
-    """0..len-1 for each length, concatenated."""
-    total = int(lengths.sum())
-    return np.arange(total, dtype=np.int64) - np.repeat(_exclusive_cumsum(lengths), lengths)
-
-
 def build_rows(seg: Segments, bins: list[list[int]], layout: Layout, pad_id: int) -> tuple[pa.Table, np.ndarray]:
-    """The Arrow table of rows (input_ids, labels, position_ids) and each row's real-token count."""
-    bin_sizes = np.fromiter((len(b) for b in bins), dtype=np.int64, count=len(bins))
-    order = np.fromiter((i for b in bins for i in b), dtype=np.int64, count=int(bin_sizes.sum()))
-    seg_len = seg.lengths[order]
-    real = np.add.reduceat(seg_len, _exclusive_cumsum(bin_sizes)) if len(bins) else np.zeros(0, np.int64)
+    """The Arrow table of rows (input_ids, labels, position_ids) and each row's real-token count.
+
+    One pass of slice copies per segment into preallocated padded buffers: numpy does the bytes, Python
+    only the bookkeeping (faster than fancy-index gathers, which need several int64 arrays per token).
+    """
+    lengths = seg.lengths.tolist()
+    starts = seg.starts.tolist()
+    real = np.fromiter((sum(lengths[i] for i in b) for b in bins), dtype=np.int64, count=len(bins))
     row_len = layout.padded(real)
-    row_start = _exclusive_cumsum(row_len)
     total = int(row_len.sum())
-
     ids = np.full(total, pad_id, dtype=np.int32)
-    labels = np.full(total, IGNORE, dtype=np.int32)
+    train = np.zeros(total, dtype=bool)
     pos = np.empty(total, dtype=np.int32)
-
-    # real tokens: where each segment lands in its row, and where it comes from in the flat buffer
-    within_bin = _exclusive_cumsum(seg_len) - np.repeat(_exclusive_cumsum(real), bin_sizes)
-    seg_dst = np.repeat(row_start, bin_sizes) + within_bin
-    ramp = _ramp(seg_len)
-    src = np.repeat(seg.starts[order], seg_len) + ramp
-    dst = np.repeat(seg_dst, seg_len) + ramp
-    tok = seg.ids[src]
-    ids[dst] = tok
-    pos[dst] = ramp
-    labels[dst] = np.where(seg.trainable[src] & (ramp > 0), tok, IGNORE)
-
-    # padding: one trailing segment per row whose positions also restart at 0
-    pad_len = row_len - real
-    pad_ramp = _ramp(pad_len)
-    pos[np.repeat(row_start + real, pad_len) + pad_ramp] = pad_ramp
+    ramp = np.arange(max(layout.max_length, int(row_len.max(initial=0))), dtype=np.int32)
+    at = 0
+    for b, width in zip(bins, row_len.tolist(), strict=True):
+        row_end = at + width
+        for i in b:
+            n, s = lengths[i], starts[i]
+            ids[at : at + n] = seg.ids[s : s + n]
+            train[at + 1 : at + n] = seg.trainable[s + 1 : s + n]  # first token: nothing in its document predicts it
+            pos[at : at + n] = ramp[:n]
+            at += n
+        pos[at:row_end] = ramp[: row_end - at]  # the padding segment restarts at 0 too
+        at = row_end
+    labels = np.where(train, ids, np.int32(IGNORE))
 
     # int32 offsets: a shard holds far fewer than 2**31 token slots (see PrepConfig.shard_tokens)
     offsets = pa.array(np.concatenate([[0], np.cumsum(row_len)]).astype(np.int32))
