@@ -26,9 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from data_prep.assemble import Segments, build_rows  # noqa: E402
-from data_prep.layout import Layout  # noqa: E402
-from data_prep.packer import pack_bfd  # noqa: E402
+from data_prep.assemble import Segments, build_rows
+from data_prep.layout import Layout
+from data_prep.packer import pack_bfd
 
 MIXES = {  # (name, lognormal mean of log-length, sigma): short chats, mixed, long documents
     "short": (5.5, 0.8),
@@ -60,7 +60,7 @@ def ours(dataset, max_length: int, sp: int):
     ids = col.values.to_numpy()
     seg = Segments(ids, np.ones(len(ids), bool), offsets[:-1], np.diff(offsets))
     bins = pack_bfd(seg.lengths, max_length)
-    table, real = build_rows(seg, bins, Layout.build(max_length, sp), pad_id=0)
+    _table, real = build_rows(seg, bins, Layout.build(max_length, sp), pad_id=0)
     return len(bins), int(real.sum())
 
 
