@@ -3,6 +3,7 @@ which is renamed into place only when complete. An interrupted run leaves a `.tm
 the next run's cleanup), never a folder that looks finished.
 """
 
+import json
 import os
 import shutil
 import tempfile
@@ -25,25 +26,45 @@ class AtomicWriter:
         self.shards: list[Path] = []
 
     def add(self, table: pa.Table) -> None:
-        path = self.tmp / f"shard-{len(self.shards):05d}.arrow"
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as out:
-            out.write_table(table)
+        """Write one shard straight into the dataset folder, in the layout `save_to_disk` uses."""
+        from datasets import Features
+        from datasets.arrow_writer import ArrowWriter
+
+        (self.tmp / DATASET).mkdir(exist_ok=True)
+        self.features = Features.from_arrow_schema(table.schema)
+        path = self.tmp / DATASET / f"data-{len(self.shards):05d}.arrow"
+        writer = ArrowWriter(features=self.features, path=str(path))
+        writer.write_table(table)
+        writer.finalize()
+        writer.close()
         self.shards.append(path)
 
     def save_dataset(self, fingerprint: str) -> None:
-        """Concatenate the memory-mapped shards into one dataset on disk (streams, never all in RAM)."""
-        from datasets import Dataset, concatenate_datasets
-        from datasets.utils.logging import disable_progress_bar
+        """Name the shards `data-i-of-n.arrow` and write the JSON files `datasets.load_from_disk` reads.
 
-        disable_progress_bar()  # our own bar covers the long stage; this one is a sub-second copy
+        Same files as `Dataset.save_to_disk`, without re-reading every shard through memory maps (whose
+        resident pages would grow the process's RSS with the corpus).
+        """
+        from dataclasses import asdict
 
-        parts = [Dataset.from_file(str(p)) for p in self.shards]
-        ds = concatenate_datasets(parts) if len(parts) > 1 else parts[0]
-        ds._fingerprint = fingerprint  # not derived from the temporary path: identical bytes on every run
-        ds.save_to_disk(str(self.tmp / DATASET))
-        del ds, parts
-        for p in self.shards:
-            p.unlink()
+        from datasets import DatasetInfo
+
+        n = len(self.shards)
+        names = [f"data-{i:05d}-of-{n:05d}.arrow" for i in range(n)]
+        for path, name in zip(self.shards, names, strict=True):
+            os.rename(path, path.with_name(name))
+        state = {
+            "_data_files": [{"filename": name} for name in names],
+            "_fingerprint": fingerprint,  # not derived from the temporary path: identical bytes on every run
+            "_format_columns": None,
+            "_format_kwargs": {},
+            "_format_type": None,
+            "_output_all_columns": False,
+            "_split": None,
+        }
+        info = asdict(DatasetInfo(features=self.features))
+        (self.tmp / DATASET / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+        (self.tmp / DATASET / "dataset_info.json").write_text(json.dumps({k: info[k] for k in sorted(info)}, indent=2))
 
     def commit(self) -> Path:
         """Rename the finished folder into place, replacing an older one (--force) only after success."""
