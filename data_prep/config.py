@@ -57,6 +57,8 @@ class PrepConfig:
         for name in ("max_length", "sp_size", "alignment", "num_proc", "shard_tokens"):
             if getattr(self, name) < 1:
                 out.append(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if self.shard_tokens > 2**30:
+            out.append(f"shard_tokens {self.shard_tokens} is over 2**30: a shard's rows use int32 offsets")
         return out or self.layout.problems()
 
     def resolved_policy(self, fmt: str) -> str:

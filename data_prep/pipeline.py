@@ -113,7 +113,6 @@ class Preparer:
     def document(self, loc: str, ids: np.ndarray, mask: np.ndarray, policy: str, buf: ShardBuffer) -> None:
         c, cap, n = self.counts, self.layout.max_length, len(ids)
         c.tokens_in += n
-        c.add_lengths(np.asarray([n]))
         if n > cap and policy == "drop":
             return c.drop("too_long", loc, f"{n} tokens > max_length {cap}", n)
         if n > cap and policy == "truncate":
@@ -155,6 +154,7 @@ class Preparer:
             for encoded in encoder.map(self.jobs(fmt, records)):
                 for loc, (ids, mask) in zip(self.locations.popleft(), encoded, strict=True):
                     self.document(loc, ids, mask, policy, buf)
+                self.counts.add_lengths(np.fromiter((len(ids) for ids, _ in encoded), np.int64, len(encoded)))
                 bar.update(len(encoded))
                 if buf.tokens >= self.cfg.shard_tokens:
                     self.flush(buf, writer, shard)
