@@ -4,6 +4,7 @@ The accounting identity `tokens_in == tokens_out + tokens_dropped + tokens_trunc
 report is written: no token is ever silently lost.
 """
 
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -11,8 +12,8 @@ import numpy as np
 
 REASONS = ("empty", "malformed", "too_long", "no_trainable_tokens")
 EXAMPLES_PER_REASON = 5
-# Document lengths in power-of-2 buckets up to 2**30 tokens; sequence fill in 20 buckets of 5%.
-LENGTH_EDGES = np.concatenate([[0], 2.0 ** np.arange(0, 31)])
+# Document lengths in quarter-octave buckets up to 2**30 tokens; sequence fill in 20 buckets of 5%.
+LENGTH_EDGES = np.concatenate([[0], np.unique(np.round(2.0 ** (np.arange(0, 121) / 4)))])
 FILL_EDGES = np.linspace(0.0, 1.0, 21)
 
 
@@ -35,13 +36,16 @@ class Counts:
     sequences: int = 0
     length_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(LENGTH_EDGES) - 1, np.int64))
     fill_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(FILL_EDGES) - 1, np.int64))
+    # with num_proc > 1 the row checks run in the worker pool's feeder thread, tokenized drops in the main one
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def drop(self, reason: str, where: str, detail: str, tokens: int = 0) -> None:
-        self.dropped[reason] += 1
-        self.tokens_dropped += tokens
-        seen = self.examples.setdefault(reason, [])
-        if len(seen) < EXAMPLES_PER_REASON:
-            seen.append(f"{where}: {detail}")
+        with self.lock:
+            self.dropped[reason] += 1
+            self.tokens_dropped += tokens
+            seen = self.examples.setdefault(reason, [])
+            if len(seen) < EXAMPLES_PER_REASON:
+                seen.append(f"{where}: {detail}")
 
     def add_lengths(self, lengths: np.ndarray) -> None:
         self.length_hist += np.histogram(lengths, bins=LENGTH_EDGES)[0]

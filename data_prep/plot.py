@@ -14,9 +14,10 @@ def save_plot(counts: Counts, max_length: int, path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     used = np.nonzero(counts.length_hist)[0]
     lo, hi = (used.min(), used.max() + 1) if len(used) else (0, 1)
-    labels = [f"<{int(e)}" for e in LENGTH_EDGES[lo + 1 : hi + 1]]
+    step = max(1, (hi - lo) // 8)  # at most ~8 tick labels
+    ticks = list(range(0, hi - lo, step))
     left.bar(range(hi - lo), counts.length_hist[lo:hi], color="#4477aa")
-    left.set_xticks(range(hi - lo), labels, rotation=45, fontsize=7)
+    left.set_xticks(ticks, [f"<{int(LENGTH_EDGES[lo + 1 + t])}" for t in ticks], rotation=45, fontsize=7)
     left.set_title(f"document lengths (tokens; max_length {max_length})", fontsize=9)
     left.set_ylabel("documents")
     width = FILL_EDGES[1] - FILL_EDGES[0]
