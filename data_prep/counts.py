@@ -4,7 +4,6 @@ The accounting identity `tokens_in == tokens_out + tokens_dropped + tokens_trunc
 report is written: no token is ever silently lost.
 """
 
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -36,16 +35,13 @@ class Counts:
     sequences: int = 0
     length_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(LENGTH_EDGES) - 1, np.int64))
     fill_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(FILL_EDGES) - 1, np.int64))
-    # with num_proc > 1 the row checks run in the worker pool's feeder thread, tokenized drops in the main one
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def drop(self, reason: str, where: str, detail: str, tokens: int = 0) -> None:
-        with self.lock:
-            self.dropped[reason] += 1
-            self.tokens_dropped += tokens
-            seen = self.examples.setdefault(reason, [])
-            if len(seen) < EXAMPLES_PER_REASON:
-                seen.append(f"{where}: {detail}")
+        self.dropped[reason] += 1
+        self.tokens_dropped += tokens
+        seen = self.examples.setdefault(reason, [])
+        if len(seen) < EXAMPLES_PER_REASON:
+            seen.append(f"{where}: {detail}")
 
     def add_lengths(self, lengths: np.ndarray) -> None:
         self.length_hist += np.histogram(lengths, bins=LENGTH_EDGES)[0]

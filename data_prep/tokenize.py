@@ -7,6 +7,7 @@ model learns where a document ends; chat documents end as their template says.
 
 import os
 import re
+from collections import deque
 from multiprocessing import get_context
 
 import numpy as np
@@ -86,12 +87,22 @@ class Encoder:
             self.pool = get_context("spawn").Pool(num_proc, initializer=_init_worker, initargs=(name,))
 
     def map(self, jobs):
-        """Yield encoded batches for an iterable of (fmt, payloads), preserving order (determinism)."""
+        """Yield encoded batches for an iterable of (fmt, payloads), in order (determinism).
+
+        `jobs` is consumed in this (the main) thread, at most 2 x num_proc batches ahead of the results:
+        row checks and counting never run concurrently, and memory stays bounded.
+        """
         if self.pool is None:
             for fmt, payloads in jobs:
                 yield encode_batch(self.tok, fmt, payloads)
-        else:
-            yield from self.pool.imap(_encode_in_worker, jobs, chunksize=1)
+            return
+        pending = deque()
+        for job in jobs:
+            pending.append(self.pool.apply_async(_encode_in_worker, (job,)))
+            if len(pending) >= 2 * self.num_proc:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
 
     def close(self) -> None:
         if self.pool is not None:

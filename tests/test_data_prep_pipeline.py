@@ -196,3 +196,12 @@ def test_rows_are_sp_aligned_and_fixed_length_when_asked(tmp_path):
     assert np.isclose(
         report["packing_efficiency"], report["tokens_out"] / (report["tokens_out"] + report["pad_tokens"])
     )
+
+
+@pytest.mark.slow  # spawns tokenizer workers (each imports transformers): about a minute on 2 cores
+def test_worker_processes_give_the_same_bytes(tmp_path):
+    src = write_jsonl(tmp_path / "d.jsonl", [{"text": f"the river crosses {i} roads"} for i in range(3000)] + [b"{"])
+    one, _, _ = run(config(tmp_path / "a", [src]))
+    two, _, _ = run(config(tmp_path / "b", [src], num_proc=2))
+    files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
+    assert files and all((one / f).read_bytes() == (two / f).read_bytes() for f in files)
