@@ -205,3 +205,16 @@ def test_worker_processes_give_the_same_bytes(tmp_path):
     two, _, _ = run(config(tmp_path / "b", [src], num_proc=2))
     files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
     assert files and all((one / f).read_bytes() == (two / f).read_bytes() for f in files)
+
+
+def test_hub_reader_streams_rows_with_row_locations(tmp_path):
+    from data_prep.sources import iter_hub
+
+    write_jsonl(tmp_path / "train.jsonl", [{"text": "a"}, {"text": "b"}])  # `load_dataset` also takes a folder
+    items = list(iter_hub(str(tmp_path), None, "train"))
+    assert [(loc.endswith(f":train row {i}"), row) for i, (loc, row, _) in enumerate(items)] == [
+        (True, {"text": "a"}),
+        (True, {"text": "b"}),
+    ]
+    with pytest.raises(PrepError, match="cannot be loaded"):
+        list(iter_hub(str(tmp_path / "missing"), None, "train"))
