@@ -24,6 +24,7 @@ from trl import SFTTrainer, get_peft_config
 
 from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from preflight.topology import Topology
+from training.prepared_data import load_prepared
 from training.shutdown import exit_cleanly
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
@@ -99,10 +100,23 @@ def main(recipe, training_args, model_args):
     topo = recipe_topology(recipe)
     check_launch(topo, source)
 
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.model_name_or_path,
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+    )
+
     # ---- data: a Hub dataset name or a local folder/file that `datasets` can load
-    dataset = load_dataset(recipe.dataset_name, name=recipe.dataset_config, streaming=recipe.dataset_streaming)
-    train_dataset = dataset[recipe.dataset_train_split]
-    eval_dataset = dataset[recipe.dataset_test_split] if training_args.eval_strategy != "no" else None
+    collator = None
+    if recipe.prepare_data != "off":  # rows `make data` tokenized, packed and padded to SP-safe lengths
+        train_dataset, collator = load_prepared(recipe, training_args, model_args, topo, tokenizer)
+        eval_dataset = None
+        training_args.dataset_kwargs = {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True}
+        training_args.remove_unused_columns = False
+    else:
+        dataset = load_dataset(recipe.dataset_name, name=recipe.dataset_config, streaming=recipe.dataset_streaming)
+        train_dataset = dataset[recipe.dataset_train_split]
+        eval_dataset = dataset[recipe.dataset_test_split] if training_args.eval_strategy != "no" else None
 
     # Every batch must split evenly across the SP group; keep that true by construction.
     if training_args.pad_to_multiple_of is None:
@@ -125,11 +139,8 @@ def main(recipe, training_args, model_args):
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        processing_class=AutoTokenizer.from_pretrained(
-            model_args.model_name_or_path,
-            revision=model_args.model_revision,
-            trust_remote_code=training_args.trust_remote_code,
-        ),
+        data_collator=collator,
+        processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
     )
     report_mesh(trainer, training_args.max_length)
