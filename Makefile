@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed
 RECIPE ?= tiny-cpu
 ARGS ?=
 PYTEST_ARGS ?=
+FLAGS ?=
 
 .PHONY: help install install-gpu sft validate plan data test test-all lint format lock
 
@@ -17,7 +18,9 @@ help:
 	@echo "make test                                            CPU test tier (what CI runs)"
 	@echo "make lint | format                                   ruff check + format check | apply ruff"
 	@echo "make install | install-gpu                           .venv with pinned deps (| plus flash-attn)"
-	@echo "make validate|plan|data RECIPE=..                    not implemented yet (preflight, data_prep)"
+	@echo "make validate RECIPE=.. [FLAGS=\"--num-gpus 8\"]       preflight: every problem of a launch, before any GPU work"
+	@echo "make plan RECIPE=.. [FLAGS=\"--gpu-memory-gb 80\"]     the mesh, tokens per rank and the memory plan per rank"
+	@echo "make data RECIPE=..                                  not implemented yet (data_prep)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -34,10 +37,18 @@ install-gpu: $(STAMP)
 	# flash-attn compiles against the CUDA toolkit: needs nvcc and a CUDA build of torch.
 	$(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 
+# Preflight first: a broken launch stops here, before any download or process start.
 sft: $(STAMP)
+	$(PY) -m preflight $(RECIPE) --this-machine $(FLAGS) -- $(ARGS)
 	$(PY) -m preflight.launch $(RECIPE) -- $(ARGS)
 
-validate plan data: $(STAMP)
+validate: $(STAMP)
+	$(PY) -m preflight $(RECIPE) $(FLAGS)
+
+plan: $(STAMP)
+	$(PY) -m preflight plan $(RECIPE) $(FLAGS)
+
+data: $(STAMP)
 	@echo "make $@ RECIPE=$(RECIPE): not implemented yet (see the open issues for preflight and data_prep)" >&2
 	@exit 2
 
