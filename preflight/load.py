@@ -79,11 +79,16 @@ def split_overrides(argv: list[str]) -> dict:
 
 def parse_known(launch: Launch, values: dict) -> None:
     """Build the three dataclasses from the recipe's known keys with the entrypoint's parser."""
+    from unittest import mock
+
     parser = make_parser()
     parser.set_defaults_with_config(**values)
     stderr = io.StringIO()
+    # TrainingArguments refuses bf16 on a machine without a bf16 GPU; preflight checks a launch for the
+    # machine it will run on, which is often not this one (the GPU checks are world.py's).
+    bf16_ok = mock.patch("transformers.training_args.is_torch_bf16_gpu_available", return_value=True)
     try:
-        with contextlib.redirect_stderr(stderr):
+        with contextlib.redirect_stderr(stderr), bf16_ok:
             launch.recipe, launch.sft, launch.model = parser.parse_args_into_dataclasses(args=[])
     except SystemExit:
         launch.problems.append(

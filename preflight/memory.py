@@ -87,7 +87,7 @@ def model_state_bytes(arch: Arch, num_gpus: int, offload_optimizer: bool, offloa
     if lora:
         per_param = 0 if offload_params else 2  # frozen bf16 weights; adapters are negligible
     elif offload_optimizer:
-        per_param = 2 if offload_params else 4
+        per_param = 2 if offload_params else 4  # the bf16 gradient partition stays until reduced
     else:
         per_param = 16
     return arch.params * per_param / num_gpus
