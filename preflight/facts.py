@@ -23,6 +23,7 @@ class ModelFacts:
     source: str
     rope_override: dict | None  # the rope dict the recipe sets (model_init_kwargs or model_config_overrides)
     rope_override_key: str | None  # the recipe key that sets it, for messages
+    rope_theta: float | None  # the model's own theta, before the recipe's overrides
 
     @property
     def num_heads(self) -> int:
@@ -67,10 +68,11 @@ def recipe_facts(model_name: str, model_init_kwargs: dict | None, overrides: dic
     if path is None:
         return None
     config = json.loads(path.read_text())
+    theta = rope_dict(config).get("rope_theta", config.get("rope_theta"))
     config.update({k: v for k, v in (overrides or {}).items()})
     rope, key = rope_override(model_init_kwargs, overrides)
     source = str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
-    return ModelFacts(config=config, source=source, rope_override=rope, rope_override_key=key)
+    return ModelFacts(config=config, source=source, rope_override=rope, rope_override_key=key, rope_theta=theta)
 
 
 def rope_dict(config: dict) -> dict:

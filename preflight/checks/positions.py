@@ -1,6 +1,6 @@
 """Positions: max_length against the model's positional range, counting the recipe's rope scaling."""
 
-from preflight.facts import position_range, rope_dict
+from preflight.facts import position_range
 from preflight.problems import Problem, error
 
 
@@ -18,7 +18,7 @@ def check(launch) -> list[Problem]:
     if facts is None:
         return []
     problems = []
-    theta = rope_dict(facts.config).get("rope_theta", facts.config.get("rope_theta"))
+    theta = facts.rope_theta
     if facts.rope_override is not None and "rope_theta" not in facts.rope_override:
         msg = "sets rope scaling without rope_theta, so the model falls back to the default theta (10000)"
         fix = f"add rope_theta: {theta} (the model's own) to it" if theta else "add the model's rope_theta to it"

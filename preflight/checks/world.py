@@ -16,11 +16,9 @@ def mesh_problems(topo, raw: dict, where: str) -> list[Problem]:
     mesh = topo.dp_replicate_size * topo.dp_shard_size * topo.sp_size
     if mesh != topo.world_size:
         rest = topo.dp_replicate_size * topo.sp_size
-        fix = (
-            f"set num_processes to {mesh}, or dp_shard_size to {topo.world_size // rest}"
-            if topo.world_size % rest == 0
-            else f"make num_processes ({topo.world_size}, the total over all machines) a multiple of sp={topo.sp_size}"
-        )
+        fix = f"set num_processes to {mesh} (the total over all machines)"
+        if topo.world_size % rest == 0:
+            fix += f", or dp_shard_size to {topo.world_size // rest}"
         msg = (
             f"dp_replicate {topo.dp_replicate_size} x dp_shard {topo.dp_shard_size} x sp {topo.sp_size} = {mesh}, "
             f"but num_processes (total over {topo.num_machines} machine(s)) is {topo.world_size}"
