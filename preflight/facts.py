@@ -24,6 +24,7 @@ class ModelFacts:
     rope_override: dict | None  # the rope dict the recipe sets (model_init_kwargs or model_config_overrides)
     rope_override_key: str | None  # the recipe key that sets it, for messages
     rope_theta: float | None  # the model's own theta, before the recipe's overrides
+    native_positions: int  # the model's own max_position_embeddings, before the recipe's overrides
 
     @property
     def num_heads(self) -> int:
@@ -69,10 +70,18 @@ def recipe_facts(model_name: str, model_init_kwargs: dict | None, overrides: dic
         return None
     config = json.loads(path.read_text())
     theta = rope_dict(config).get("rope_theta", config.get("rope_theta"))
-    config.update({k: v for k, v in (overrides or {}).items()})
+    native = int(config.get("max_position_embeddings") or 0)
+    config.update(overrides or {})
     rope, key = rope_override(model_init_kwargs, overrides)
     source = str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
-    return ModelFacts(config=config, source=source, rope_override=rope, rope_override_key=key, rope_theta=theta)
+    return ModelFacts(
+        config=config,
+        source=source,
+        rope_override=rope,
+        rope_override_key=key,
+        rope_theta=theta,
+        native_positions=native,
+    )
 
 
 def rope_dict(config: dict) -> dict:
@@ -84,8 +93,11 @@ def rope_dict(config: dict) -> dict:
 
 
 def position_range(facts: ModelFacts) -> int:
-    """The longest position the model handles as configured, counting the recipe's rope override."""
-    native = int(facts.config.get("max_position_embeddings") or 0)
+    """The longest position the model handles as configured, counting the recipe's rope override.
+
+    Raising max_position_embeddings alone does not count: without rope scaling the positions beyond the
+    pretrained range are extrapolated, which is the silent quality loss this check exists for."""
+    native = facts.native_positions
     rope = facts.rope_override
     if not rope or rope.get("rope_type", rope.get("type")) in (None, "default"):
         return native

@@ -155,10 +155,18 @@ def load_deepspeed(launch: Launch) -> None:
 def load_model_facts(launch: Launch) -> None:
     if launch.model is None or not launch.model.model_name_or_path:
         return
-    name = launch.model.model_name_or_path
-    kwargs = launch.raw.get("model_init_kwargs")
+    # The catalog's `model_config_source` names where the architecture comes from, when it is set.
+    name = getattr(launch.recipe, "model_config_source", None) or launch.model.model_name_or_path
+    kwargs, overrides = launch.raw.get("model_init_kwargs"), launch.raw.get("model_config_overrides")
+    if isinstance(overrides, str):  # the command-line form is a JSON string
+        try:
+            overrides = json.loads(overrides)
+        except json.JSONDecodeError as exc:
+            fix = "give a JSON object, e.g. '{\"max_position_embeddings\": 262144}'"
+            launch.problems.append(error(launch.source, "model_config_overrides", f"not valid JSON ({exc})", fix))
+            overrides = None
     launch.facts = recipe_facts(
-        name, kwargs if isinstance(kwargs, dict) else None, launch.raw.get("model_config_overrides")
+        name, kwargs if isinstance(kwargs, dict) else None, overrides if isinstance(overrides, dict) else None
     )
     if launch.facts is None:
         fix = (

@@ -29,11 +29,36 @@ def kernel_problems(launch, where: str) -> list[Problem]:
     return problems
 
 
+def is_packed(launch) -> bool:
+    """Packed rows: TRL's packing/padding-free collator, or data_prep's packed output (`prepare_data: packed`)."""
+    sft = launch.sft
+    return bool(sft.packing or sft.padding_free) or getattr(launch.recipe, "prepare_data", "off") == "packed"
+
+
+def cross_document_problems(launch) -> list[Problem]:
+    """Packed documents must not attend to each other. Where training/isolation_policy.py exists it decides,
+    through the entrypoint's check_recipe (merged by preflight.checks); without it, sdpa under SP leaks
+    (DeepSpeed's wrapper drops the mask) and FlashAttention isolates documents by position_ids."""
+    if importlib.util.find_spec("training.isolation_policy") is not None:
+        return []
+    if (
+        launch.topo.sp_size == 1
+        or not is_packed(launch)
+        or getattr(launch.recipe, "allow_cross_document_attention", 0)
+    ):
+        return []
+    if launch.model.attn_implementation in FLASH_MODULES:
+        return []
+    msg = f"packed documents attend to each other under SP with {launch.model.attn_implementation}"
+    fix = "use flash_attention_2 (isolates documents by position_ids), or do not pack"
+    return [error(launch.source, "attn_implementation", msg, fix)]
+
+
 def packing_problems(launch) -> list[Problem]:
     sp, sft = launch.topo.sp_size, launch.sft
     if sp == 1 or not (sft.packing or sft.padding_free):
         return []
-    problems = [
+    return [
         error(
             launch.source,
             "packing",
@@ -42,13 +67,6 @@ def packing_problems(launch) -> list[Problem]:
             "set packing: false and padding_free: false (pack in data prep instead)",
         )
     ]
-    if launch.model.attn_implementation == "sdpa" and not getattr(
-        launch.recipe, "allow_cross_document_attention", False
-    ):
-        msg = "packed documents attend to each other under SP with sdpa (DeepSpeed's wrapper drops the mask)"
-        fix = "use flash_attention_2 (isolates documents by position_ids), or do not pack"
-        problems.append(error(launch.source, "attn_implementation", msg, fix))
-    return problems
 
 
 def flash_problems(launch) -> list[Problem]:
@@ -66,4 +84,5 @@ def check(launch) -> list[Problem]:
     if launch.topo is None:
         return []
     where = display_path(Path(launch.topo.path))
-    return kernel_problems(launch, where) + packing_problems(launch) + flash_problems(launch)
+    problems = kernel_problems(launch, where) + packing_problems(launch) + cross_document_problems(launch)
+    return problems + flash_problems(launch)
