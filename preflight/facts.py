@@ -25,6 +25,7 @@ class ModelFacts:
     rope_override_key: str | None  # the recipe key that sets it, for messages
     rope_theta: float | None  # the model's own theta, before the recipe's overrides
     native_positions: int  # the model's own max_position_embeddings, before the recipe's overrides
+    native_rope: dict  # the model's own rope settings, before the recipe's overrides
 
     @property
     def num_heads(self) -> int:
@@ -70,7 +71,7 @@ def recipe_facts(model_name: str, model_init_kwargs: dict | None, overrides: dic
         return None
     config = json.loads(path.read_text())
     theta = rope_dict(config).get("rope_theta", config.get("rope_theta"))
-    native = int(config.get("max_position_embeddings") or 0)
+    native, native_rope = int(config.get("max_position_embeddings") or 0), dict(rope_dict(config))
     config.update(overrides or {})
     rope, key = rope_override(model_init_kwargs, overrides)
     source = str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
@@ -81,6 +82,7 @@ def recipe_facts(model_name: str, model_init_kwargs: dict | None, overrides: dic
         rope_override_key=key,
         rope_theta=theta,
         native_positions=native,
+        native_rope=native_rope,
     )
 
 
@@ -101,6 +103,10 @@ def position_range(facts: ModelFacts) -> int:
     rope = facts.rope_override
     if not rope or rope.get("rope_type", rope.get("type")) in (None, "default"):
         return native
-    factor = float(rope.get("factor", 1.0))
+    kind, factor = rope.get("rope_type", rope.get("type")), float(rope.get("factor", 1.0))
+    own = facts.native_rope
+    if kind == own.get("rope_type", own.get("type")) and own.get("factor"):
+        # The same rule with a larger factor (Llama 3.1: llama3 x8 covers 131072; x16 covers 262144).
+        return max(native, int(native * factor / float(own["factor"])))
     original = int(rope.get("original_max_position_embeddings") or native)
-    return max(native, int(factor * original))
+    return max(native, int(factor * original))  # yarn/linear/dynamic: factor x the original range

@@ -25,7 +25,7 @@ def check(launch) -> list[Problem]:
         problems.append(error(launch.source, facts.rope_override_key, msg, fix))
     reach = position_range(facts)
     if max_length and reach and max_length > reach:
-        native = int(facts.config.get("max_position_embeddings") or reach)
+        native = facts.native_positions or reach
         how = f"rope override {facts.rope_override_key}" if facts.rope_override else "no rope scaling in the recipe"
         msg = f"{max_length} is beyond the {reach} positions {facts.source} covers ({how})"
         problems.append(error(launch.source, "max_length", msg, scaling_fix(max_length, native, theta)))
