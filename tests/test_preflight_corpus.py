@@ -150,6 +150,14 @@ CASES = [
         "rope_theta",
     ),
     ("pos-llama-256k", "gpu", {"recipe": {"max_length": 262144}}, GPU8, "max_length", "factor: 2.0"),
+    (
+        "pos-max-positions-only",
+        "gpu",
+        {"recipe": {"max_length": 262144, "model_config_overrides": {"max_position_embeddings": 262144}}},
+        GPU8,
+        "max_length",
+        "rope_type: yarn",
+    ),
     ("ds-stage-1", "cpu", {"ds": {"zero_optimization": {"stage": 1}}}, [], "zero_optimization.stage", "stage: 3"),
     ("ds-bf16", "cpu", {"ds": {"bf16": {"enabled": True}}}, [], "bf16.enabled", '"auto"'),
     ("ds-micro-batch", "cpu", {"ds": {"train_micro_batch_size_per_gpu": 2}}, [], "train_micro", '"auto" (or 1)'),
@@ -240,6 +248,15 @@ def test_resume_same_topology_passes_and_missing_folder_fails(tmp_path, capsys):
     assert run(capsys, write_launch(tmp_path, "cpu", recipe={"resume_from_checkpoint": str(ckpt)}))[0] == 0
     code, out = run(capsys, write_launch(tmp_path, "cpu", recipe={"resume_from_checkpoint": str(tmp_path / "no")}))
     assert code == 1 and out["problems"][0]["key"] == "resume_from_checkpoint"
+
+
+def test_llama3_rope_with_a_larger_factor_reaches_256k(tmp_path, capsys):
+    rope = {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    rope |= {"original_max_position_embeddings": 8192, "rope_theta": 500000.0}
+    overrides = {"max_position_embeddings": 262144, "rope_parameters": rope}
+    recipe = {"max_length": 262144, "model_config_overrides": overrides}
+    code, out = run(capsys, write_launch(tmp_path, "gpu", recipe=recipe), GPU8)
+    assert code == 0, out["problems"]
 
 
 def test_warnings_alone_exit_0(tmp_path, capsys):
