@@ -2,9 +2,12 @@
 
 The checkpoint's topology comes from the `topology.json` the entrypoint writes beside it
 ({"world_size": W, "sp_size": S, ...}); without it, the world size is the count of DeepSpeed's ZeRO
-optimizer shards under the tag named in `latest` (sp then unknown).
+optimizer shards under the tag named in `latest` (sp then unknown). Where training/checkpoint_topology.py
+exists (it writes topology.json and knows universal checkpoints, which load on any mesh), its verdict is
+used instead.
 """
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -45,6 +48,8 @@ def check(launch) -> list[Problem]:
     if ckpt is None or not ckpt.is_dir():
         fix = "point resume_from_checkpoint at a checkpoint-N folder, or remove it to start fresh"
         return [error(launch.source, "resume_from_checkpoint", f"{value}: no checkpoint folder found", fix)]
+    if importlib.util.find_spec("training.checkpoint_topology") is not None:
+        return delegated(launch, ckpt)
     saved = saved_topology(ckpt)
     if saved is None:
         return []
@@ -56,3 +61,14 @@ def check(launch) -> list[Problem]:
     msg += " but this launch has " + ", ".join(f"{k}={now[k]}" for k in wrong)
     fix = "resume with the accelerate YAML it was saved with (ZeRO shards are per rank), or start fresh"
     return [error(launch.source, "resume_from_checkpoint", msg, fix)]
+
+
+def delegated(launch, ckpt: Path) -> list[Problem]:
+    """training.checkpoint_topology's findings as Problems: the text up to the first `;` is what is wrong."""
+    from training.checkpoint_topology import resume_problems
+
+    problems = []
+    for message in resume_problems(ckpt, launch.topo):
+        what, _, fix = message.removeprefix("`resume_from_checkpoint`: ").partition("; ")
+        problems.append(error(launch.source, "resume_from_checkpoint", what, fix or "see the message"))
+    return problems
