@@ -39,6 +39,18 @@ def mesh_lines(launch) -> list[str]:
     ]
 
 
+def heads_line(launch) -> str:
+    """The sp sizes this model allows, and whether its KV heads are replicated at this sp."""
+    from preflight.checks.heads import kv_note, valid_sp_sizes
+
+    facts, sp = launch.facts, launch.topo.sp_size
+    valid = ", ".join(map(str, valid_sp_sizes(facts.num_heads, facts.num_kv_heads)))
+    note = kv_note(facts.num_kv_heads, sp)
+    return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV; valid sp sizes: {valid}" + (
+        f"; {note}" if note else ""
+    )
+
+
 def plan_dict(launch) -> dict | None:
     """The memory plan as data (for --json), or None without a model config or max_length."""
     if launch.facts is None or launch.topo is None or not launch.sft.max_length:
@@ -61,7 +73,7 @@ def plan_dict(launch) -> dict | None:
 def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
-    lines = mesh_lines(launch)
+    lines = mesh_lines(launch) + ([heads_line(launch)] if launch.facts is not None else [])
     data = plan_dict(launch)
     if data is None:
         return lines + ["memory: unavailable (no model config or no max_length)"]
