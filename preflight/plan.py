@@ -4,6 +4,7 @@ Needs no GPU: the memory plan is analytic (preflight/memory.py), and the largest
 from it for the GPU given by --gpu-memory-gb (or the visible one; 80 GB when neither is known).
 """
 
+from preflight.facts import position_range
 from preflight.memory import estimate, max_seq_len
 from preflight.options import gpu_gib, plan_options
 
@@ -82,6 +83,11 @@ def plan_lines(launch) -> list[str]:
     lines += [f"  {name:<16} {value:8.2f}" for name, value in data["components_gib"].items()]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU"]
     lines += [f"  {'host per node':<16} {data['host_per_node_gib']:8.2f}   (offloaded optimizer/params/activations)"]
+    if launch.sft.use_cpu:
+        return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
     assumed = f" (assumed {DEFAULT_GB:.0f} GB GPU: pass --gpu-memory-gb)" if data["gpu_memory_assumed"] else ""
     lines.append(f"largest max_length that fits this topology and GPU: {data['max_length_that_fits']:,}{assumed}")
+    reach = position_range(launch.facts)
+    if reach and data["max_length_that_fits"] > reach:
+        lines.append(f"  (the model's positions, with the recipe's rope settings, reach {reach:,})")
     return lines

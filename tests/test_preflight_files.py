@@ -37,7 +37,7 @@ def test_shipped_deepspeed_json_keys_are_known(path):
 def test_make_validate_and_plan_tiny_cpu():
     import subprocess
 
-    for target, expect in (("validate", "preflight ok: recipes/tiny-cpu.yaml"), ("plan", "largest max_length")):
+    for target, expect in (("validate", "preflight ok: recipes/tiny-cpu.yaml"), ("plan", "memory per rank (GiB)")):
         proc = subprocess.run(
             ["make", "-s", target, "RECIPE=tiny-cpu"], check=False, cwd=REPO, capture_output=True, text=True
         )
