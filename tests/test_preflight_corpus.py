@@ -122,7 +122,7 @@ CASES = [
         "attn_implementation",
         "accelerate YAML's kernel",
     ),
-    ("attn-sdpa-packing", "cpu", {"recipe": {"packing": True}}, [], "attn_implementation", "flash_attention_2"),
+    ("attn-trl-packing", "cpu", {"recipe": {"packing": True}}, [], "packing", "padding_free: false"),
     ("attn-padding-free", "cpu", {"recipe": {"padding_free": True}}, [], "packing", "padding_free: false"),
     ("attn-flash-missing-here", "gpu", {}, ["--this-machine"], "attn_implementation", "make install-gpu"),
     (
@@ -206,6 +206,19 @@ def test_broken_launch_names_key_and_fix(case, tmp_path, capsys):
     assert code == 1 and not out["ok"]
     hits = [p for p in errors if key in p["key"] and fix in p["fix"]]
     assert hits, f"no error naming `{key}` with fix containing {fix!r}: {json.dumps(errors, indent=1)}"
+
+
+def test_sdpa_packing_attends_across_documents_without_an_isolation_policy(tmp_path, capsys, monkeypatch):
+    """Without training/isolation_policy.py (which makes sdpa split at document starts), sdpa leaks."""
+    from preflight.checks import attention
+
+    real = attention.importlib.util.find_spec
+    monkeypatch.setattr(
+        attention.importlib.util, "find_spec", lambda name: None if name.endswith("isolation_policy") else real(name)
+    )
+    code, out = run(capsys, write_launch(tmp_path, "cpu", recipe={"packing": True}))
+    leaks = [p for p in out["problems"] if p["key"] == "attn_implementation" and "attend" in p["message"]]
+    assert code == 1 and leaks and "flash_attention_2" in leaks[0]["fix"]
 
 
 def test_corpus_is_large_enough():
