@@ -11,11 +11,13 @@ arguments (an unknown flag, a recipe that does not exist).
 
 import argparse
 import json
+import os
 import sys
 
 from preflight.checks import run_checks
 from preflight.load import Launch, Machine, load_launch
 from preflight.machine import resolve_machine
+from preflight.problems import error
 from preflight.recipe import REPO_ROOT, resolve_recipe
 
 
@@ -53,7 +55,24 @@ def check_launch(recipe: str, overrides: list[str], args) -> tuple[Launch, list,
         overrides = [*overrides, "--accelerate_config", args.accelerate_config]
     launch = load_launch(recipe, overrides, Machine())
     notes = resolve_machine(launch, args)
-    return launch, run_checks(launch), notes
+    try:
+        return launch, run_checks(launch), notes
+    except Exception as exc:  # a value of an unexpected type: report it, never a traceback
+        if os.environ.get("PREFLIGHT_DEBUG"):
+            raise
+        msg = f"could not be checked: {type(exc).__name__}: {exc}"
+        fix = "check the types of the recipe's values (PREFLIGHT_DEBUG=1 shows the traceback)"
+        return launch, [*launch.problems, error(launch.source, "(recipe)", msg, fix)], notes
+
+
+def safely(build, launch, fallback):
+    """The plan of a launch whose values have unexpected types is unavailable, not a traceback."""
+    try:
+        return build(launch)
+    except Exception:  # the checks have already reported the value
+        if os.environ.get("PREFLIGHT_DEBUG"):
+            raise
+        return fallback
 
 
 def report(launch, problems, notes, args, plan: bool) -> dict:
@@ -70,7 +89,9 @@ def report(launch, problems, notes, args, plan: bool) -> dict:
         "machine": vars(launch.machine),
     }
     if args.json:
-        summary["plan"] = plan_dict(launch) if launch.sft is not None and launch.topo is not None else None
+        summary["plan"] = (
+            safely(plan_dict, launch, None) if launch.sft is not None and launch.topo is not None else None
+        )
         print(json.dumps(summary))
         return summary
     for problem in problems:
@@ -78,7 +99,7 @@ def report(launch, problems, notes, args, plan: bool) -> dict:
     for note in notes:
         print(f"note: {note}")
     if plan:
-        print("\n".join(plan_lines(launch)))
+        print("\n".join(safely(plan_lines, launch, ["plan: unavailable (see the errors)"])))
     verdict = "ok" if not errors else "FAILED"
     print(f"preflight {verdict}: {launch.source}: {summary['errors']} error(s), {summary['warnings']} warning(s)")
     return summary

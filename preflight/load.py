@@ -19,6 +19,12 @@ from preflight.problems import Problem, error
 from preflight.recipe import REPO_ROOT, make_parser, resolve_recipe
 from preflight.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 
+STRING_KEYS = (
+    "accelerate_config", "model_name_or_path", "model_revision", "attn_implementation", "dtype", "dataset_name",
+    "dataset_config", "dataset_train_split", "dataset_test_split", "dataset_text_field", "output_dir",
+    "chat_template_path",
+)  # fmt: skip
+
 
 @dataclass
 class Machine:
@@ -98,6 +104,18 @@ def parse_known(launch: Launch, values: dict) -> None:
         launch.problems.append(error(launch.source, "recipe", str(exc), "fix the keys TRL refuses, as it says"))
 
 
+def type_problems(launch) -> list[Problem]:
+    """Names and paths given a number or a list: TrlParser keeps YAML values as they are, so check them here
+    (the dataclasses' annotations cannot tell: HfArgumentParser rewrites them while building the parser)."""
+    problems = []
+    for key in STRING_KEYS:
+        value = launch.raw.get(key)
+        if value is not None and not isinstance(value, str):
+            msg = f"is {value!r} ({type(value).__name__}); it must be a string"
+            problems.append(error(launch.source, key, msg, f'quote it: {key}: "{value}"'))
+    return problems
+
+
 def load_recipe(launch: Launch, path: Path, overrides: dict) -> None:
     try:
         launch.raw = {**load_yaml_mapping(path), **overrides}
@@ -107,6 +125,8 @@ def load_recipe(launch: Launch, path: Path, overrides: dict) -> None:
     known = recipe_keys()
     launch.problems += nearest_key_problems(launch.raw, known, launch.source, "run `python recipes/sft.py --help`")
     parse_known(launch, {k: v for k, v in launch.raw.items() if k in known and k != "env"})
+    if launch.sft is not None:
+        launch.problems += type_problems(launch)
 
 
 def load_accelerate(launch: Launch, value: str | None) -> None:
@@ -116,7 +136,7 @@ def load_accelerate(launch: Launch, value: str | None) -> None:
         fix = "name the accelerate YAML, e.g. `accelerate_config: accelerate_configs/cpu-sp2.yaml`"
         launch.problems.append(error(launch.source, "accelerate_config", "is not set", fix))
         return
-    path = repo_path(value)
+    path = repo_path(str(value))
     try:
         launch.accel_raw = load_yaml_mapping(path)
         launch.topo = read_topology(path)
@@ -165,10 +185,12 @@ def load_model_facts(launch: Launch) -> None:
             fix = "give a JSON object, e.g. '{\"max_position_embeddings\": 262144}'"
             launch.problems.append(error(launch.source, "model_config_overrides", f"not valid JSON ({exc})", fix))
             overrides = None
+    if not isinstance(name, str):
+        return
     launch.facts = recipe_facts(
         name, kwargs if isinstance(kwargs, dict) else None, overrides if isinstance(overrides, dict) else None
     )
-    if launch.facts is None:
+    if launch.facts is None and isinstance(name, str):
         fix = (
             f"add its config.json to preflight/architectures/{name}/ (copy it from the Hub), "
             f"or download it once with `hf download {name} config.json`"
@@ -186,6 +208,8 @@ def load_launch(recipe: str, overrides: list[str], machine: Machine) -> Launch:
         launch.problems.append(error(recipe, "recipe", f"no recipe file {path}", f"use one of: {names}"))
         return launch
     load_recipe(launch, path, split_overrides(overrides))
+    if not launch.raw:  # unreadable or empty: nothing else can be resolved from it
+        return launch
     load_accelerate(launch, launch.raw.get("accelerate_config"))
     load_deepspeed(launch)
     load_model_facts(launch)

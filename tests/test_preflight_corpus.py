@@ -194,6 +194,8 @@ CASES = [
         "model_name",
         "config.json",
     ),
+    ("types-dataset-name", "cpu", {"recipe": {"dataset_name": 5}}, [], "dataset_name", 'quote it: dataset_name: "5"'),
+    ("types-max-length-list", "cpu", {"recipe": {"max_length": [1]}}, [], "(recipe)", "types of the recipe's values"),
     ("mem-does-not-fit", "gpu", {"recipe": {"max_length": 2**20}}, GPU8, "max_length", "lower max_length to"),
 ]
 

@@ -134,7 +134,7 @@ def check(launch) -> list[Problem]:
         ("dataset_name", launch.recipe.dataset_name),
         ("model_name_or_path", launch.model.model_name_or_path),
     ):
-        if value and looks_local(value) and not repo_path(value).exists():
+        if isinstance(value, str) and value and looks_local(value) and not repo_path(value).exists():
             fix = "fix the path (relative to the repository root), or name a Hub id as `org/name`"
             problems.append(error(launch.source, key, f"{value}: no such file or folder", fix))
     return problems
