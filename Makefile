@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed
 RECIPE ?= tiny-cpu
 ARGS ?=
 PYTEST_ARGS ?=
+FLAGS ?=
 
 .PHONY: help install install-gpu sft validate plan data test test-all lint format lock
 
@@ -18,7 +19,8 @@ help:
 	@echo "make lint | format                                   ruff check + format check | apply ruff"
 	@echo "make install | install-gpu                           .venv with pinned deps (| plus flash-attn)"
 	@echo "make data [RECIPE=tiny-cpu] [ARGS=--force]           prepare (tokenize, pack, pad) the recipe's dataset"
-	@echo "make validate|plan RECIPE=..                         not implemented yet (preflight)"
+	@echo "make validate RECIPE=.. [FLAGS=\"--num-gpus 8\"]       preflight: every problem of a launch, before any GPU work"
+	@echo "make plan RECIPE=.. [FLAGS=\"--gpu-memory-gb 80\"]     the mesh, tokens per rank and the memory plan per rank"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -35,7 +37,9 @@ install-gpu: $(STAMP)
 	# flash-attn compiles against the CUDA toolkit: needs nvcc and a CUDA build of torch.
 	$(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 
+# Preflight first: a broken launch stops here, before any download or process start.
 sft: $(STAMP)
+	$(PY) -m preflight $(RECIPE) --this-machine $(FLAGS) -- $(ARGS)
 	$(PY) -m data_prep --recipe $(RECIPE) --skip-if-off -- $(ARGS)
 	$(PY) -m preflight.launch $(RECIPE) -- $(ARGS)
 
@@ -43,9 +47,11 @@ sft: $(STAMP)
 data: $(STAMP)
 	$(PY) -m data_prep --recipe $(RECIPE) $(ARGS)
 
-validate plan: $(STAMP)
-	@echo "make $@ RECIPE=$(RECIPE): not implemented yet (see the open issues for preflight and data_prep)" >&2
-	@exit 2
+validate: $(STAMP)
+	$(PY) -m preflight $(RECIPE) $(FLAGS)
+
+plan: $(STAMP)
+	$(PY) -m preflight plan $(RECIPE) $(FLAGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -53,6 +53,18 @@ class RecipeArguments(_script_arguments_base()):
             "config with random weights seeded by `seed` (no weight download)."
         },
     )
+    # ---- preflight / catalog: read by the memory plan and the positions check (preflight/options.py, facts.py)
+    model_config_overrides: dict | None = field(
+        default=None,
+        metadata={"help": "Keys merged into the model's config before it is built, e.g. rope_parameters for 256K"},
+    )
+    tiled_mlp: bool = field(default=False, metadata={"help": "Compute the MLP in sequence tiles (ALST TiledMLP)."})
+    tiled_mlp_shards: int | None = field(
+        default=None, metadata={"help": "Tiles for tiled_mlp; default ceil(tokens per rank / hidden size)."}
+    )
+    activation_checkpoint_offload: bool = field(
+        default=False, metadata={"help": "Offload activation checkpoints to CPU memory (ALST)."}
+    )
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
     config_source: str = field(default="command line", init=False, repr=False)
 
