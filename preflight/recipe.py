@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from preflight.topology import ConfigError, Topology, load_yaml_mapping, read_topology
+from training.isolation_policy import packed_isolation_problems
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPES_DIR = REPO_ROOT / "recipes"
@@ -50,6 +51,14 @@ class RecipeArguments(_script_arguments_base()):
         metadata={
             "help": "`pretrained` loads weights from model_name_or_path; `random` builds the model from its "
             "config with random weights seeded by `seed` (no weight download)."
+        },
+    )
+    # ---- isolation (issue 7): packed documents under SP, see training/isolation_policy.py
+    allow_cross_document_attention: bool = field(
+        default=False,
+        metadata={
+            "help": "Let packed documents attend to each other (no document isolation). Off by default: sdpa keeps "
+            "them apart by splitting attention at position_ids restarts, at any sp size."
         },
     )
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
@@ -167,6 +176,7 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
             f"{source}: `packing`/`padding_free` are TRL's padding-free collator, which emits 1-D "
             "`cu_seq_lens_*` tensors that DeepSpeed's SP dataloader cannot shard; set both to false"
         )
+    problems += packed_isolation_problems(recipe, sft, model, topo, source)
     return problems
 
 
