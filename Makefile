@@ -10,13 +10,14 @@ RECIPE ?= tiny-cpu
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install install-gpu sft validate plan data test test-all lint format lock
+.PHONY: help install install-gpu sft validate plan data probe test test-all lint format lock
 
 help:
 	@echo "make sft [RECIPE=tiny-cpu] [ARGS=\"--max_steps 20\"]   train a recipe with its accelerate config"
 	@echo "make test                                            CPU test tier (what CI runs)"
 	@echo "make lint | format                                   ruff check + format check | apply ruff"
 	@echo "make install | install-gpu                           .venv with pinned deps (| plus flash-attn)"
+	@echo "make probe RECIPE=.. [ARGS=\"--sp 2\"]                 prove packed documents stay isolated (exit 1 on a leak)"
 	@echo "make validate|plan|data RECIPE=..                    not implemented yet (preflight, data_prep)"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -36,6 +37,9 @@ install-gpu: $(STAMP)
 
 sft: $(STAMP)
 	$(PY) -m preflight.launch $(RECIPE) -- $(ARGS)
+
+probe: $(STAMP)
+	$(PY) -m preflight.probe $(RECIPE) $(ARGS)
 
 validate plan data: $(STAMP)
 	@echo "make $@ RECIPE=$(RECIPE): not implemented yet (see the open issues for preflight and data_prep)" >&2
