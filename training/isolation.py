@@ -139,3 +139,28 @@ def install_document_isolation(attn_implementation: str, config=None, enabled: b
 def set_isolation_enabled(enabled: bool) -> None:
     """Switch the registered function to stock sdpa behaviour and back (the probe's proof that it can fail)."""
     _state["enabled"] = enabled
+
+
+def install_for_recipe(recipe, model_args, model) -> str:
+    """The entrypoint's one call: install per the recipe, turning a refusal into a clean RecipeError."""
+    from preflight.recipe import RecipeError
+
+    try:
+        return install_document_isolation(
+            model_args.attn_implementation,
+            getattr(model, "config", None),  # a pretrained path is checked per call (sliding_window kwarg)
+            enabled=not recipe.allow_cross_document_attention,
+        )
+    except IsolationError as exc:
+        raise RecipeError(recipe.config_source, [f"{recipe.config_source}: {exc}"]) from None
+
+
+def keep_packed_positions(trainer) -> None:
+    """Pre-packed rows (a `seq_lengths` column, TRL's packed format) need restarting position_ids at every sp.
+
+    TRL's collator emits them only when SP is on; at sp=1 it would let positions run on across documents.
+    """
+    dataset = trainer.train_dataset
+    columns = getattr(dataset, "column_names", None) or []
+    if "seq_lengths" in columns and hasattr(trainer.data_collator, "return_position_ids"):
+        trainer.data_collator.return_position_ids = True
