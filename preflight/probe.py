@@ -85,6 +85,12 @@ def summarise(report: dict) -> int:
     return 1 if failures else 0
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if not resolve_recipe(args.recipe).is_file():
@@ -93,9 +99,15 @@ def main(argv: list[str]) -> int:
     if args.sp > 1 and not (REPO_ROOT / f"accelerate_configs/cpu-sp{args.sp}.yaml").is_file():
         print(f"error: --sp {args.sp}: no accelerate_configs/cpu-sp{args.sp}.yaml to launch with", file=sys.stderr)
         return 2
+    from preflight.probe_model import recipe_model
+    from training.isolation import IsolationError
+
+    if recipe_model(args.recipe)[1].startswith("flash") and not _cuda():
+        print(f"error: {args.recipe} uses flash attention, which needs a CUDA GPU; probe it on one", file=sys.stderr)
+        return 2
     try:
         report = run_probe(args)
-    except RuntimeError as exc:
+    except (RuntimeError, FileNotFoundError, IsolationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -63,10 +63,14 @@ def test_cli_exits_1_without_isolation(tmp_path):
     assert code == 1 and report["leaks"]
 
 
-def test_bad_usage_exits_2(capsys):
+def test_bad_usage_exits_2(tmp_path, capsys):
     assert main(["no-such-recipe"]) == 2
     assert main([RECIPE, "--sp", "3"]) == 2
     assert "cpu-sp3.yaml" in capsys.readouterr().err
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("model_name_or_path: nobody/no-model\nattn_implementation: sdpa\n")
+    assert main([str(unknown)]) == 2
+    assert "no config.json for 'nobody/no-model'" in capsys.readouterr().err
 
 
 @pytest.mark.gpu
