@@ -66,3 +66,18 @@ def test_sliding_window_models_are_refused_under_sdpa():
     with pytest.raises(IsolationError, match="sliding"):
         install_document_isolation("sdpa", sliding)
     assert "flash_attention_2" in install_document_isolation("flash_attention_2", sliding)
+
+
+def test_entrypoint_install_refuses_a_sliding_window_checkpoint_cleanly(tmp_path):
+    """A pretrained path is read for its config, and a refusal is a RecipeError (no traceback), naming the file."""
+    from transformers import MistralConfig
+
+    from training.isolation import install_for_recipe
+
+    MistralConfig(sliding_window=64).save_pretrained(tmp_path)
+    recipe = SimpleNamespace(config_source="m.yaml", allow_cross_document_attention=False)
+    model_args = SimpleNamespace(attn_implementation="sdpa", model_name_or_path=str(tmp_path), model_revision="main")
+    with pytest.raises(RecipeError, match="m.yaml: .*sliding-window model"):
+        install_for_recipe(recipe, model_args, str(tmp_path))
+    recipe.allow_cross_document_attention = True
+    assert install_for_recipe(recipe, model_args, str(tmp_path)).startswith("[isolation] off")

@@ -155,11 +155,17 @@ def install_for_recipe(recipe, model_args, model) -> str:
     """The entrypoint's one call: install per the recipe, turning a refusal into a clean RecipeError."""
     from preflight.recipe import RecipeError
 
+    config = getattr(model, "config", None)
+    if config is None:  # a pretrained path: read its config (local or cached); if unreadable, each call checks
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+        except (OSError, ValueError):
+            config = None
     try:
         return install_document_isolation(
-            model_args.attn_implementation,
-            getattr(model, "config", None),  # a pretrained path is checked per call (sliding_window kwarg)
-            enabled=not recipe.allow_cross_document_attention,
+            model_args.attn_implementation, config, enabled=not recipe.allow_cross_document_attention
         )
     except IsolationError as exc:
         raise RecipeError(recipe.config_source, [f"{recipe.config_source}: {exc}"]) from None
