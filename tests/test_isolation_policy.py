@@ -55,6 +55,8 @@ def test_check_recipe_refuses_packing_with_eager():
     argv = ["--config", "recipes/tiny-cpu.yaml", "--accelerate_config", "accelerate_configs/cpu-sp1.yaml"]
     with pytest.raises(RecipeError, match="packed documents would attend to each other: eager"):
         parse_recipe([*argv, "--packing", "true", "--attn_implementation", "eager"])
+    with pytest.raises(RecipeError, match="flex_attention gets a plain causal BlockMask"):
+        parse_recipe([*argv, "--padding_free", "true", "--attn_implementation", "flex_attention"])
     recipe, _, _ = parse_recipe([*argv, "--packing", "true", "--allow_cross_document_attention", "true"])
     assert recipe.allow_cross_document_attention is True
 

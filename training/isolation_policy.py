@@ -35,7 +35,9 @@ def isolation_guarantee(attn_implementation: str | None, sp_size: int, micro_bat
 
 def is_packed(recipe, sft) -> bool:
     """Whether the recipe trains on packed rows (several documents per sequence)."""
-    return getattr(recipe, "prepare_data", "off") == "packed" or bool(getattr(sft, "packing", False))
+    if getattr(recipe, "prepare_data", "off") == "packed":
+        return True
+    return bool(getattr(sft, "packing", False) or getattr(sft, "padding_free", False))
 
 
 def packed_isolation_problems(recipe, sft, model, topo, source: str) -> list[str]:
