@@ -11,7 +11,7 @@ ARGS ?=
 PYTEST_ARGS ?=
 FLAGS ?=
 
-.PHONY: help install install-gpu sft validate plan data test test-all lint format lock
+.PHONY: help install install-gpu sft validate plan data probe test test-all lint format lock
 
 help:
 	@echo "make sft [RECIPE=tiny-cpu] [ARGS=\"--max_steps 20\"]   train a recipe with its accelerate config"
@@ -21,6 +21,7 @@ help:
 	@echo "make data [RECIPE=tiny-cpu] [ARGS=--force]           prepare (tokenize, pack, pad) the recipe's dataset"
 	@echo "make validate RECIPE=.. [FLAGS=\"--num-gpus 8\"]       preflight: every problem of a launch, before any GPU work"
 	@echo "make plan RECIPE=.. [FLAGS=\"--gpu-memory-gb 80\"]     the mesh, tokens per rank and the memory plan per rank"
+	@echo "make probe RECIPE=.. [ARGS=\"--sp 2\"]                 prove packed documents stay isolated (exit 1 on a leak)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -52,6 +53,9 @@ validate: $(STAMP)
 
 plan: $(STAMP)
 	$(PY) -m preflight plan $(RECIPE) $(FLAGS)
+
+probe: $(STAMP)
+	$(PY) -m preflight.probe $(RECIPE) $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,4 +1,8 @@
-"""Recipe checks for the data-preparation keys, called once from preflight.recipe.check_recipe."""
+"""Recipe checks for the data-preparation keys, called once from preflight.recipe.check_recipe.
+
+Whether packed rows stay isolated on the recipe's attention backend is training/isolation_policy.py's
+call (also from check_recipe), not this module's.
+"""
 
 import math
 
@@ -30,20 +34,4 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[str]:
         problems.append(
             f"{source}: `dataset_streaming` has no effect with `prepare_data` (data_prep streams); drop it"
         )
-    problems += cross_document_problems(recipe, model, topo, source)
     return problems
-
-
-def cross_document_problems(recipe, model, topo, source: str) -> list[str]:
-    """Packed rows under SP with sdpa: DeepSpeed's SP attention drops the mask, so documents see each other."""
-    if recipe.prepare_data != "packed" or topo.sp_size == 1 or model.attn_implementation != "sdpa":
-        return []
-    if recipe.allow_cross_document_attention:
-        return []
-    return [
-        (
-            f"{source}: `prepare_data: packed` with sdpa at sp={topo.sp_size}: packed documents would attend "
-            "across their boundaries; use `prepare_data: unpacked`, a FlashAttention backend, or set "
-            "`allow_cross_document_attention: true` to accept it"
-        )
-    ]

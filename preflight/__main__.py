@@ -1,17 +1,10 @@
 """`python -m preflight ...`: validate or plan a launch (preflight/cli.py), or `probe` (preflight/probe.py)."""
 
-import importlib.util
 import sys
 
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "probe":
-        if importlib.util.find_spec("preflight.probe") is None:
-            print(
-                "error: `python -m preflight probe` needs preflight/probe.py, which this checkout lacks",
-                file=sys.stderr,
-            )
-            return 2
         from preflight.probe import main as probe_main
 
         return probe_main(argv[1:])

@@ -15,6 +15,7 @@ from typing import Literal
 
 from data_prep.checks import prepared_data_problems
 from preflight.topology import ConfigError, Topology, load_yaml_mapping, read_topology
+from training.isolation_policy import packed_isolation_problems
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPES_DIR = REPO_ROOT / "recipes"
@@ -91,7 +92,10 @@ class RecipeArguments(_script_arguments_base()):
     )
     allow_cross_document_attention: bool = field(
         default=False,
-        metadata={"help": "Accept packed documents attending to each other (sdpa under SP drops the mask)."},
+        metadata={
+            "help": "Let packed documents attend to each other (no document isolation). Off by default: sdpa keeps "
+            "them apart by splitting attention at position_ids restarts, at any sp size (training/isolation.py)."
+        },
     )
 
 
@@ -207,6 +211,7 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
             "`cu_seq_lens_*` tensors that DeepSpeed's SP dataloader cannot shard; set both to false"
         )
     problems += prepared_data_problems(recipe, sft, model, topo, source)
+    problems += packed_isolation_problems(recipe, sft, model, topo, source)
     return problems
 
 

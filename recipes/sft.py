@@ -25,6 +25,7 @@ from trl import SFTTrainer, get_peft_config
 from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from preflight.topology import Topology
 from training.prepared_data import load_prepared
+from training.isolation import install_for_recipe, keep_packed_positions
 from training.shutdown import exit_cleanly
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
@@ -132,6 +133,8 @@ def main(recipe, training_args, model_args):
             **(training_args.model_init_kwargs or {}),
         }
     model = build_model(recipe, model_args, training_args)
+    # packed documents attend only within themselves under sdpa; before accelerate wraps `sdpa` for SP
+    isolation_line = install_for_recipe(recipe, model_args, model)
 
     # ---- trainer
     trainer = SFTTrainer(
@@ -143,7 +146,9 @@ def main(recipe, training_args, model_args):
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
     )
+    keep_packed_positions(trainer)
     report_mesh(trainer, training_args.max_length)
+    trainer.accelerator.print(isolation_line)
     report_first_shard(trainer.model, trainer.accelerator)
 
     # ---- train, then save (ZeRO-3 gathers the 16-bit weights on save, see the DeepSpeed JSON)

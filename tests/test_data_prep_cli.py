@@ -59,12 +59,10 @@ def recipe_problems(*overrides) -> str:
     return str(exc.value)
 
 
-def test_packed_sdpa_under_sp_is_refused_unless_accepted():
-    assert "allow_cross_document_attention: true" in recipe_problems("--prepare_data", "packed")
-    parse_recipe(
-        ["--config", "recipes/tiny-cpu.yaml", "--prepare_data", "packed"]
-        + ["--allow_cross_document_attention", "true"]
-    )
+def test_packed_sdpa_under_sp_is_accepted_because_isolated():
+    """sdpa isolates packed documents (training/isolation.py); the refusals live in test_isolation_policy.py."""
+    recipe, _, _ = parse_recipe(["--config", "recipes/tiny-cpu.yaml", "--prepare_data", "packed"])
+    assert recipe.prepare_data == "packed"
 
 
 def test_prepared_data_recipe_checks():

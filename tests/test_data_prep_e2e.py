@@ -28,6 +28,7 @@ def test_make_sft_trains_on_packed_prepared_data_at_sp2(tmp_path):
     )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
+    assert "[isolation] sdpa: packed documents attend only within themselves" in log
     folder = re.search(r"\[data\] (?:wrote|cache hit:) (\S+)", log).group(1)
     report = json.loads((Path(folder) / "report.json").read_text())
     assert report["config"]["mode"] == "packed" and report["sequences"] < report["documents_out"]

@@ -77,13 +77,6 @@ def test_help_exits_0(capsys):
     assert exc.value.code == 0 and "--num-gpus" in capsys.readouterr().out
 
 
-def test_probe_dispatch_without_module_is_clear(capsys, monkeypatch):
-    from preflight import __main__ as entry
-
-    monkeypatch.setattr(entry.importlib.util, "find_spec", lambda name: None)
-    assert entry.main(["probe"]) == 2 and "preflight/probe.py" in capsys.readouterr().err
-
-
 def test_no_gpu_facts_says_which_checks_were_skipped(capsys):
     code, (out,) = run_json(capsys, EIGHT)
     assert code == 0 and any("--num-gpus" in note for note in out["notes"])

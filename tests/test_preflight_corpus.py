@@ -210,17 +210,10 @@ def test_broken_launch_names_key_and_fix(case, tmp_path, capsys):
     assert hits, f"no error naming `{key}` with fix containing {fix!r}: {json.dumps(errors, indent=1)}"
 
 
-def test_sdpa_packing_attends_across_documents_without_an_isolation_policy(tmp_path, capsys, monkeypatch):
-    """Without training/isolation_policy.py (which makes sdpa split at document starts), sdpa leaks."""
-    from preflight.checks import attention
-
-    real = attention.importlib.util.find_spec
-    monkeypatch.setattr(
-        attention.importlib.util, "find_spec", lambda name: None if name.endswith("isolation_policy") else real(name)
-    )
-    code, out = run(capsys, write_launch(tmp_path, "cpu", recipe={"packing": True}))
-    leaks = [p for p in out["problems"] if p["key"] == "attn_implementation" and "attend" in p["message"]]
-    assert code == 1 and leaks and "flash_attention_2" in leaks[0]["fix"]
+def test_packed_rows_with_sdpa_under_sp_are_isolated_and_accepted(tmp_path, capsys):
+    """training/isolation.py keeps packed documents apart under sdpa, so preflight accepts them at sp=2."""
+    code, out = run(capsys, write_launch(tmp_path, "cpu", recipe={"prepare_data": "packed"}))
+    assert code == 0 and not [p for p in out["problems"] if "attend" in p["message"]], out["problems"]
 
 
 def test_corpus_is_large_enough():

@@ -35,25 +35,6 @@ def is_packed(launch) -> bool:
     return bool(sft.packing or sft.padding_free) or getattr(launch.recipe, "prepare_data", "off") == "packed"
 
 
-def cross_document_problems(launch) -> list[Problem]:
-    """Packed documents must not attend to each other. Where training/isolation_policy.py exists it decides,
-    through the entrypoint's check_recipe (merged by preflight.checks); without it, sdpa under SP leaks
-    (DeepSpeed's wrapper drops the mask) and FlashAttention isolates documents by position_ids."""
-    if importlib.util.find_spec("training.isolation_policy") is not None:
-        return []
-    if (
-        launch.topo.sp_size == 1
-        or not is_packed(launch)
-        or getattr(launch.recipe, "allow_cross_document_attention", 0)
-    ):
-        return []
-    if launch.model.attn_implementation in FLASH_MODULES:
-        return []
-    msg = f"packed documents attend to each other under SP with {launch.model.attn_implementation}"
-    fix = "use flash_attention_2 (isolates documents by position_ids), or do not pack"
-    return [error(launch.source, "attn_implementation", msg, fix)]
-
-
 def packing_problems(launch) -> list[Problem]:
     sp, sft = launch.topo.sp_size, launch.sft
     if sp == 1 or not (sft.packing or sft.padding_free):
@@ -84,5 +65,5 @@ def check(launch) -> list[Problem]:
     if launch.topo is None:
         return []
     where = display_path(Path(launch.topo.path))
-    problems = kernel_problems(launch, where) + packing_problems(launch) + cross_document_problems(launch)
+    problems = kernel_problems(launch, where) + packing_problems(launch)
     return problems + flash_problems(launch)

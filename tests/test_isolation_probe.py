@@ -1,0 +1,86 @@
+"""The isolation probe, run as CI runs it: in-process at sp=1, under accelerate launch at sp=2 and sp=4.
+
+Each SP launch also probes stock sdpa (isolation switched off) in the same processes, which must leak:
+that is issue 7's bug, and the proof that the probe can fail. The same launches check packed parity:
+packed loss and gradients at sp=N equal packed sp=1 and the documents run one by one (fp32).
+"""
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from preflight.probe import main, summarise
+
+RECIPE = "recipes/tiny-cpu.yaml"
+
+
+def probe(tmp_path, *flags) -> tuple[int, dict]:
+    out = tmp_path / f"report{'-'.join(flags)}.json"
+    code = main([RECIPE, "--json", str(out), *flags])
+    return code, json.loads(out.read_text())
+
+
+def test_sp1_isolated_with_parity(tmp_path, capsys):
+    code, report = probe(tmp_path, "--parity", "--compare-stock")
+    assert code == 0 and report["leaks"] == [] and report["parity"] == []
+    # at sp=1 transformers' own packed mask (from position_ids) isolates stock sdpa too
+    assert report["stock_leaks"] == []
+    assert "[probe] isolated" in capsys.readouterr().out
+
+
+def test_sp1_on_a_catalog_architecture(tmp_path):
+    """Qwen3-8B's layout (32 query / 8 KV heads, head_dim from config) at tiny size, from the offline snapshot."""
+    recipe = tmp_path / "qwen.yaml"
+    recipe.write_text("model_name_or_path: Qwen/Qwen3-8B\nattn_implementation: sdpa\n")
+    out = tmp_path / "q.json"
+    assert main([str(recipe), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["model"] == "Qwen/Qwen3-8B"
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("sp", [2, 4])
+def test_sp_isolated_stock_leaks_and_parity(tmp_path, sp, capsys):
+    code, report = probe(tmp_path, "--sp", str(sp), "--parity", "--compare-stock")
+    assert report["sp"] == sp
+    assert report["leaks"] == [], report["leaks"]
+    assert report["parity"] == [], report["parity"]
+    assert abs(report["packed_loss"] - report["separate_loss"]) <= 1e-5 * report["separate_loss"]
+    # stock sdpa under Ulysses: later documents see earlier ones (the probe catches issue 7's bug)
+    assert report["stock_leaks"], "stock sdpa under SP did not leak: the probe cannot fail"
+    assert any("row 0 document 2" in leak and "document 1" in leak for leak in report["stock_leaks"])
+    assert code == 0
+    # and the verdict a user sees when isolation is off: exit 1, naming the leaking document
+    assert summarise({**report, "leaks": report["stock_leaks"]}) == 1
+    assert "[probe] LEAK: row 0 document" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_cli_exits_1_without_isolation(tmp_path):
+    code, report = probe(tmp_path, "--sp", "2", "--no-isolation")
+    assert code == 1 and report["leaks"]
+
+
+def test_bad_usage_exits_2(tmp_path, capsys):
+    assert main(["no-such-recipe"]) == 2
+    assert main([RECIPE, "--sp", "3"]) == 2
+    assert "cpu-sp3.yaml" in capsys.readouterr().err
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("model_name_or_path: nobody/no-model\nattn_implementation: sdpa\n")
+    assert main([str(unknown)]) == 2
+    assert "no config.json for 'nobody/no-model'" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or importlib.util.find_spec("flash_attn") is None,
+    reason="flash_attention_2 needs a CUDA GPU and a flash-attn build (make install-gpu)",
+)
+def test_flash_attention_2_isolates_from_position_ids_at_sp1(tmp_path):
+    recipe = tmp_path / "fa2.yaml"
+    recipe.write_text("model_name_or_path: recipes/assets/tiny-llama\nattn_implementation: flash_attention_2\n")
+    out = tmp_path / "fa2.json"
+    assert main([str(recipe), "--json", str(out), "--compare-stock"]) == 0
+    assert json.loads(out.read_text())["leaks"] == []
