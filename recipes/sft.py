@@ -24,8 +24,8 @@ from trl import SFTTrainer, get_peft_config
 
 from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from preflight.topology import Topology
-from training.prepared_data import load_prepared
 from training.isolation import install_for_recipe, keep_packed_positions
+from training.prepared_data import load_prepared
 from training.shutdown import exit_cleanly
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they

@@ -53,6 +53,7 @@ def test_allowed(case):
 
 def test_check_recipe_refuses_packing_with_eager():
     argv = ["--config", "recipes/tiny-cpu.yaml", "--accelerate_config", "accelerate_configs/cpu-sp1.yaml"]
+    argv += ["--prepare_data", "off"]  # TRL packing; data_prep refuses it beside prepared data
     with pytest.raises(RecipeError, match="packed documents would attend to each other: eager"):
         parse_recipe([*argv, "--packing", "true", "--attn_implementation", "eager"])
     with pytest.raises(RecipeError, match="flex_attention gets a plain causal BlockMask"):
