@@ -52,6 +52,42 @@ class RecipeArguments(_script_arguments_base()):
             "config with random weights seeded by `seed` (no weight download)."
         },
     )
+    # ---- data preparation (owned by data_prep; declared here so catalog recipes parse before that merges)
+    prepare_data: Literal["off", "packed", "unpacked"] = field(
+        default="off",
+        metadata={"help": "Tokenise, filter and pack the dataset with data_prep before training (`off`: as loaded)."},
+    )
+    dataset_format: str | None = field(
+        default=None,
+        metadata={"help": "Column layout of the dataset for data_prep (e.g. `text`, `messages`); None: detected."},
+    )
+    # ---- ALST memory features (training/alst.py, training/model_config.py); all off by default
+    model_config_overrides: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Keys that replace the model config's (e.g. `rope_parameters` for a longer context, "
+            "`max_position_embeddings`), in both `random` and `pretrained` mode. A JSON string on the command line."
+        },
+    )
+    model_config_source: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where the architecture config comes from instead of model_name_or_path (e.g. a snapshot in "
+            "preflight/architectures/), so `model_init: random` needs no download of the model repository."
+        },
+    )
+    tiled_mlp: bool = field(
+        default=False,
+        metadata={"help": "Run every MLP through DeepSpeed's TiledMLP: sequence tiles, recomputed in backward."},
+    )
+    tiled_mlp_shards: int | None = field(
+        default=None,
+        metadata={"help": "Tiles per MLP call; None: ceil(tokens per rank / hidden_size), as ALST does."},
+    )
+    activation_checkpoint_offload: bool = field(
+        default=False,
+        metadata={"help": "Keep each checkpointed layer's input in host memory until backward needs it."},
+    )
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
     config_source: str = field(default="command line", init=False, repr=False)
 
@@ -167,6 +203,9 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
             f"{source}: `packing`/`padding_free` are TRL's padding-free collator, which emits 1-D "
             "`cu_seq_lens_*` tensors that DeepSpeed's SP dataloader cannot shard; set both to false"
         )
+    from training.alst import alst_problems
+
+    problems += alst_problems(recipe, sft, model, topo, source)
     return problems
 
 
