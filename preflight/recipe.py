@@ -131,6 +131,19 @@ def _cli_keys(argv: list[str]) -> list[str]:
     return [k.removeprefix("no_") for k in keys]
 
 
+def gpu_precision_without_gpu(config: dict, argv: list[str]) -> bool:
+    """True for a bf16 GPU recipe read on a machine without a GPU (validation, planning, the GPU check).
+
+    TrainingArguments rejects `bf16: true` where no GPU is visible, which would hide every other check
+    (and `make sft`'s "needs N GPUs") behind "Your setup doesn't support bf16/gpu"; such a recipe is
+    parsed with bf16 off and the flag restored afterwards.
+    """
+    import torch
+
+    wants_bf16 = config.get("bf16") is True and "--bf16" not in argv and "--no_bf16" not in argv
+    return wants_bf16 and not config.get("use_cpu") and not torch.cuda.is_available()
+
+
 def parse_recipe(argv: list[str]):
     """Parse `--config recipe.yaml [--key value ...]` into (recipe, sft_config, model_config) or raise RecipeError."""
     argv = list(argv)
@@ -144,10 +157,15 @@ def parse_recipe(argv: list[str]):
     problems += unknown_key_problems(_cli_keys(argv), known, "command line")
     if problems:
         raise RecipeError(source, problems)
+    bf16_deferred = gpu_precision_without_gpu(config, argv)
     try:
-        recipe, sft, model = make_parser().parse_args_and_config(argv, fail_with_unknown_args=True)
+        recipe, sft, model = make_parser().parse_args_and_config(
+            argv + (["--bf16", "false"] if bf16_deferred else []), fail_with_unknown_args=True
+        )
     except ValueError as exc:
         raise RecipeError(source, [str(exc)]) from None
+    if bf16_deferred:
+        sft.bf16 = True  # what the recipe says; the entrypoint refuses to train it without a GPU anyway
     recipe.config_source = source
     problems = check_recipe(recipe, sft, model, source)
     if problems:
