@@ -10,7 +10,7 @@ RECIPE ?= tiny-cpu
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help install install-gpu sft validate plan data test test-all lint format lock
+.PHONY: help install install-gpu sft validate plan data test test-all lint format lock gpu-ladder
 
 help:
 	@echo "make sft [RECIPE=tiny-cpu] [ARGS=\"--max_steps 20\"]   train a recipe with its accelerate config"
@@ -18,6 +18,7 @@ help:
 	@echo "make lint | format                                   ruff check + format check | apply ruff"
 	@echo "make install | install-gpu                           .venv with pinned deps (| plus flash-attn)"
 	@echo "make validate|plan|data RECIPE=..                    not implemented yet (preflight, data_prep)"
+	@echo "make gpu-ladder [ARGS=--tiny]                        single-GPU ALST memory ladder (benchmarks/)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -40,6 +41,10 @@ sft: $(STAMP)
 validate plan data: $(STAMP)
 	@echo "make $@ RECIPE=$(RECIPE): not implemented yet (see the open issues for preflight and data_prep)" >&2
 	@exit 2
+
+# On a GPU machine without network use `benchmarks/gpu_memory_ladder.sh run` (offline wheels) instead.
+gpu-ladder: $(STAMP)
+	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $(PY) benchmarks/gpu_memory_ladder.py $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
