@@ -26,7 +26,7 @@ from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, re
 from preflight.topology import Topology
 from training.alst import apply_alst
 from training.metrics import ThroughputCallback
-from training.model_config import build_config, build_random_model
+from training.model_config import build_config, build_random_model, overrides_of
 from training.shutdown import exit_cleanly
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
@@ -77,8 +77,10 @@ def build_model(recipe, model_args, training_args):
     try:
         if recipe.model_init == "random":
             return build_random_model(recipe, model_args, training_args.seed)
-        if recipe.model_config_overrides or recipe.model_config_source:
-            training_args.model_init_kwargs["config"] = build_config(recipe, model_args)
+        if recipe.model_config_overrides:
+            build_config(recipe, model_args)  # refuses keys the config lacks, before any weight download
+            # as from_pretrained kwargs (they replace config keys), so the training arguments stay JSON
+            training_args.model_init_kwargs.update(overrides_of(recipe))
     except (ValueError, TypeError) as exc:
         raise RecipeError(recipe.config_source, [str(exc)]) from None
     return model_args.model_name_or_path
