@@ -100,3 +100,16 @@ def test_gpu_recipe_without_gpu_stops_before_download():
     )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "needs 8 GPUs" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_random_mode_reads_a_snapshot_and_a_missing_one_is_refused(monkeypatch):
+    """`model_init: random` + `model_config_source`: a real architecture without the model repository."""
+    from preflight.recipe import RecipeError
+
+    monkeypatch.chdir(REPO)
+    snapshot = "preflight/architectures/meta-llama/Llama-3.1-8B-Instruct"
+    args = ["--config", "recipes/llama8b-32k.yaml", "--model_init", "random"]
+    recipe, _, model = parse_recipe(args + ["--model_config_source", snapshot])
+    assert build_config(recipe, model).num_hidden_layers == 32
+    with pytest.raises(RecipeError, match="has no config.json"):
+        parse_recipe(args + ["--model_config_source", "preflight/architectures/nope"])

@@ -8,8 +8,11 @@ apply in `pretrained` mode, where the config object is handed to `from_pretraine
 """
 
 import json
+from pathlib import Path
 
 import torch
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def overrides_of(recipe) -> dict:
@@ -32,6 +35,8 @@ def build_config(recipe, model_args):
     from transformers import AutoConfig
 
     source = recipe.model_config_source or model_args.model_name_or_path
+    if recipe.model_config_source and not Path(source).is_dir():
+        source = str(REPO_ROOT / source)  # snapshots are named relative to the repository root
     revision = None if recipe.model_config_source else model_args.model_revision
     config = AutoConfig.from_pretrained(source, revision=revision)
     overrides = overrides_of(recipe)
