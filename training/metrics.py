@@ -10,8 +10,9 @@ s = S / sp tokens of a sequence of S, P parameters, L layers, H heads of size d)
     F = 6 * P * s + 12 * L * H * d * S * s        (= 6*P*S + 12*L*H*d*S^2 summed over an SP group)
 
 forward plus backward, without the recompute of gradient checkpointing (that would be HFU), and with the
-full S^2 (causal kernels skip about half of it, so this is the usual upper bound). Peak memory is the
-accelerator's `max_memory_allocated` since the last log, or the process's peak RSS on CPU.
+full S^2 (causal kernels skip about half of it, so this is the usual upper bound). With LoRA the frozen
+weights get no gradients, so 6*P overstates the work (4*P is closer). Peak memory is the largest over
+ranks of the accelerator's `max_memory_allocated` since the last log (peak RSS of the process on CPU).
 """
 
 import resource
@@ -26,14 +27,18 @@ PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "B200": 2250e
 
 
 def flops_per_token_pair(config) -> tuple[float, float]:
-    """(6 * P, 12 * L * H * d): the linear and the attention coefficient of F above."""
+    """(6 * P, 12 * L * H * d): the linear and the attention coefficient of F above.
+
+    P counts the weights that multiply every token: the layers and the LM head, not the input embedding
+    (a lookup), so tied and untied embeddings cost the same.
+    """
     hidden, layers = config.hidden_size, config.num_hidden_layers
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     kv = getattr(config, "num_key_value_heads", heads)
     inter, vocab = config.intermediate_size, config.vocab_size
     per_layer = hidden * head_dim * (2 * heads + 2 * kv) + 3 * hidden * inter
-    params = layers * per_layer + 2 * vocab * hidden
+    params = layers * per_layer + vocab * hidden
     return 6.0 * params, 12.0 * layers * heads * head_dim
 
 
@@ -81,17 +86,19 @@ class ThroughputCallback(TrainerCallback):
             return
         elapsed = time.perf_counter() - self.start
         totals = torch.tensor([self.tokens, self.flops], dtype=torch.float64)
+        peak = torch.tensor([peak_memory_gib()], dtype=torch.float64)
         world = 1
         if dist.is_available() and dist.is_initialized():
             device = "cuda" if torch.cuda.is_available() else "cpu"
-            totals = totals.to(device)
+            totals, peak = totals.to(device), peak.to(device)
             dist.all_reduce(totals)
+            dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # the rank closest to running out
             world = dist.get_world_size()
         tokens, flops = totals.tolist()
         row = {
             "tokens_per_s": tokens / elapsed,
             "tokens_per_s_per_gpu": tokens / elapsed / world,
-            "peak_mem_gib": peak_memory_gib(),
+            "peak_mem_gib": peak.item(),
         }
         if self.peak_flops:
             row["mfu"] = flops / elapsed / world / self.peak_flops
