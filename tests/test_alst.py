@@ -29,7 +29,7 @@ def loss_and_grads(model, seqlen: int = 100):
     ids = torch.randint(0, 512, (1, seqlen), generator=torch.Generator().manual_seed(1))
     loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
-    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}
+    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
 def assert_same(base, other, atol=1e-7):
@@ -96,3 +96,28 @@ def test_shard_count_is_max_reduced_across_ranks():
     for p in procs:
         p.join(timeout=60)
     assert results == {0: 5, 1: 5}
+
+
+def lora_model(reentrant: bool):
+    """The tiny Llama with LoRA on every linear layer, checkpointed the way TRL does for PEFT + ZeRO-3."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(TINY), attn_implementation="sdpa")
+    base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+    base.enable_input_require_grads()
+    config = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False)
+    return get_peft_model(base, config).train()
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_features_with_lora_same_loss_and_grads(reentrant):
+    """llama8b-256k-lora: both features on LoRA layers (adapter weights in the tiles), both checkpoint kinds."""
+    base = loss_and_grads(lora_model(reentrant))
+    model = lora_model(reentrant)
+    alst.enable_tiled_mlp(model, 3)
+    hooks = alst.enable_activation_checkpoint_offload(model)
+    on = loss_and_grads(model)
+    assert set(on[1]) == set(base[1]) and any("lora_A" in name for name in on[1])
+    assert_same(base, on)
+    assert hooks.offloaded == 2
