@@ -71,7 +71,9 @@ def test_offload_same_loss_and_grads_and_offloads_layer_inputs():
 def test_offload_without_checkpointing_is_refused():
     from types import SimpleNamespace
 
-    recipe = SimpleNamespace(tiled_mlp=False, tiled_mlp_shards=None, activation_checkpoint_offload=True)
+    recipe = SimpleNamespace(
+        tiled_mlp=False, tiled_mlp_shards=None, activation_checkpoint_offload=True, model_config_source=None
+    )
     sft = SimpleNamespace(activation_checkpointing=False, gradient_checkpointing=False, use_liger_kernel=False)
     problems = alst.alst_problems(recipe, sft, None, None, "r.yaml")
     assert problems and "gradient_checkpointing: true" in problems[0]
