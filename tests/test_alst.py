@@ -8,10 +8,10 @@ Ulysses sp=2) with both features on against the gate's sp=2 run with both off (o
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from tests.helpers.agree_shards import agree
 from tests.helpers.launch import free_port
 from training import alst
 
@@ -79,19 +79,13 @@ def test_offload_without_checkpointing_is_refused():
     assert problems and "gradient_checkpointing: true" in problems[0]
 
 
-def _agree(rank: int, port: int, queue):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    # Rank 0 holds a short shard (2 tiles of 64), rank 1 a long one (5 tiles): both must run 5.
-    queue.put((rank, alst.agreed_shard_count([128, 300][rank], 64, None, "cpu")))
-    dist.destroy_process_group()
-
-
 @pytest.mark.distributed
 def test_shard_count_is_max_reduced_across_ranks():
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_agree, args=(rank, port, queue)) for rank in range(2)]
+    # Rank 0 holds a short shard (2 tiles of 64 tokens), rank 1 a long one (5 tiles): both must run 5.
+    procs = [ctx.Process(target=agree, args=(rank, port, queue, [128, 300], 64)) for rank in range(2)]
     for p in procs:
         p.start()
     results = dict(queue.get(timeout=120) for _ in procs)

@@ -1,13 +1,36 @@
-"""The GPU memory ladder's CPU smoke mode runs end to end: workers, table, JSON lines (benchmarks/)."""
+"""The GPU memory ladder's CPU smoke mode (benchmarks/): a worker in-process, and the whole ladder (slow)."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
+def test_worker_climbs_the_lengths(capsys):
+    """One feature set in-process (what each worker subprocess runs): one JSON row per length."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_memory_ladder
+
+    gpu_memory_ladder.worker("offload+tiled", [128, 256], deadline=float("inf"), tiny=True)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [(r["seq_len"], r["status"]) for r in rows] == [(128, "ok"), (256, "ok")]
+    assert all(r["peak_gib"] > 0 and r["tokens_per_s"] > 0 and "estimate_gib" in r for r in rows)
+
+
+def test_worker_skips_a_point_that_would_overrun_the_budget(capsys):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_memory_ladder
+
+    gpu_memory_ladder.worker("baseline", [128, 100_000], deadline=0.0, tiny=True)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert rows[0]["status"].startswith("skipped") and len(rows) == 1
+
+
+@pytest.mark.slow
 def test_ladder_tiny_runs_every_feature_set(tmp_path):
     out = tmp_path / "ladder.jsonl"
     proc = subprocess.run(
