@@ -161,6 +161,8 @@ def main(recipe, training_args, model_args):
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     trainer.save_state()
+    # No rank may tear down its process group while rank 0 is still writing (see training/shutdown.py).
+    trainer.accelerator.wait_for_everyone()
     trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
     trainer.end()
     exit_cleanly(0)

@@ -1,10 +1,11 @@
 """Leave a finished distributed run without tripping over interpreter teardown.
 
 Measured on CI (gloo, DeepSpeed's shm comm op, 2 CPU ranks): a rank that finished training while rank 0
-was still writing the model exited, and its interpreter teardown aborted with "terminate called without
-an active exception" (SIGABRT from a still-joinable C++ communication thread), which turned a complete,
-saved run into exit code 1. Ranks therefore wait for each other, tear the process group down
-explicitly, and leave with `os._exit` after flushing, skipping C++ static destructors. The trade-off:
+was still writing the model tore down its process group and exited, and its teardown aborted with
+"terminate called without an active exception" (SIGABRT from a still-joinable C++ communication thread),
+which turned a complete, saved run into exit code 1. The entrypoint therefore waits for every rank after
+saving, before `trainer.end()` destroys the group; this then tears down whatever group is left and
+leaves with `os._exit` after flushing, skipping C++ static destructors. The trade-off:
 atexit handlers do not run, so everything worth keeping (model, state, trackers via `trainer.end()`) is
 finished before this is called.
 """
