@@ -122,6 +122,8 @@ def worker(name: str, lengths: list[int], deadline: float, tiny: bool) -> None:
     model, config, device = build_model(tiny, liger, offload, tiled)
     six_p, attn = flops_per_token_pair(config)
     peak_flops = device_peak_flops()
+    step(model, min(lengths[0], 1024), device)  # kernels and allocator warm, so the first point times the step
+    model.zero_grad(set_to_none=True)
     last = None  # (length, seconds)
     for seq_len in lengths:
         estimate = preflight_estimate(config, seq_len, liger, offload, tiled)
