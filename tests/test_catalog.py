@@ -113,3 +113,16 @@ def test_random_mode_reads_a_snapshot_and_a_missing_one_is_refused(monkeypatch):
     assert build_config(recipe, model).num_hidden_layers == 32
     with pytest.raises(RecipeError, match="has no config.json"):
         parse_recipe(args + ["--model_config_source", "preflight/architectures/nope"])
+
+
+def test_overrides_from_the_command_line_are_json(monkeypatch):
+    """`--model_config_overrides '{...}'` reaches a random-weight model; malformed JSON is one clear error."""
+    from training.model_config import build_random_model
+
+    monkeypatch.chdir(REPO)
+    args = ["--config", "recipes/tiny-cpu.yaml", "--model_config_overrides", '{"max_position_embeddings": 8192}']
+    recipe, _, model = parse_recipe(args)
+    assert build_random_model(recipe, model, seed=0).config.max_position_embeddings == 8192
+    recipe.model_config_overrides = "{max_position_embeddings: 8192"
+    with pytest.raises(ValueError, match="not valid JSON"):
+        build_config(recipe, model)
