@@ -72,7 +72,11 @@ def test_offload_without_checkpointing_is_refused():
     from types import SimpleNamespace
 
     recipe = SimpleNamespace(
-        tiled_mlp=False, tiled_mlp_shards=None, activation_checkpoint_offload=True, model_config_source=None
+        tiled_mlp=False,
+        tiled_mlp_shards=None,
+        activation_checkpoint_offload=True,
+        model_config_source=None,
+        model_config_overrides=None,
     )
     sft = SimpleNamespace(activation_checkpointing=False, gradient_checkpointing=False, use_liger_kernel=False)
     problems = alst.alst_problems(recipe, sft, None, None, "r.yaml")

@@ -123,6 +123,7 @@ def test_overrides_from_the_command_line_are_json(monkeypatch):
     args = ["--config", "recipes/tiny-cpu.yaml", "--model_config_overrides", '{"max_position_embeddings": 8192}']
     recipe, _, model = parse_recipe(args)
     assert build_random_model(recipe, model, seed=0).config.max_position_embeddings == 8192
-    recipe.model_config_overrides = "{max_position_embeddings: 8192"
-    with pytest.raises(ValueError, match="not valid JSON"):
-        build_config(recipe, model)
+    from preflight.recipe import RecipeError
+
+    with pytest.raises(RecipeError, match="`model_config_overrides` is not valid JSON"):
+        parse_recipe(args[:-1] + ["{max_position_embeddings: 8192"])

@@ -53,6 +53,12 @@ def alst_problems(recipe, sft, model, topo, source: str) -> list[str]:
             f"{source}: `model_config_source` {source_dir} has no config.json; "
             "use a snapshot folder, e.g. preflight/architectures/meta-llama/Llama-3.1-8B-Instruct"
         )
+    try:
+        from training.model_config import overrides_of
+
+        overrides_of(recipe)
+    except (ValueError, TypeError) as exc:
+        problems.append(f"{source}: {exc}")
     if sft.use_liger_kernel and sft.use_cpu:
         problems.append(f"{source}: `use_liger_kernel` needs Triton on a GPU; set it false for a CPU recipe")
     return problems
