@@ -20,13 +20,11 @@ linear cross-entropy, the third, is TRL's own `use_liger_kernel` key; here it is
 """
 
 import math
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def alst_problems(recipe, sft, model, topo, source: str) -> list[str]:
@@ -44,21 +42,9 @@ def alst_problems(recipe, sft, model, topo, source: str) -> list[str]:
             f"{source}: `activation_checkpoint_offload` offloads the inputs of checkpointed layers, so it needs "
             "`gradient_checkpointing: true`"
         )
-    source_dir = recipe.model_config_source
-    if source_dir and recipe.model_init != "random":
-        problems.append(f"{source}: `model_config_source` only applies to `model_init: random`; unset it")
-    found = source_dir and any((root / source_dir / "config.json").is_file() for root in (Path.cwd(), REPO_ROOT))
-    if source_dir and not found:
-        problems.append(
-            f"{source}: `model_config_source` {source_dir} has no config.json; "
-            "use a snapshot folder, e.g. preflight/architectures/meta-llama/Llama-3.1-8B-Instruct"
-        )
-    try:
-        from training.model_config import overrides_of
+    from training.model_config import model_config_problems
 
-        overrides_of(recipe)
-    except (ValueError, TypeError) as exc:
-        problems.append(f"{source}: {exc}")
+    problems += model_config_problems(recipe, source)
     if sft.use_liger_kernel and sft.use_cpu:
         problems.append(f"{source}: `use_liger_kernel` needs Triton on a GPU; set it false for a CPU recipe")
     return problems

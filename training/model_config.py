@@ -30,6 +30,25 @@ def overrides_of(recipe) -> dict:
     return value
 
 
+def model_config_problems(recipe, source: str) -> list[str]:
+    """Parse-time problems of `model_config_source` / `model_config_overrides`, each with its fix."""
+    problems = []
+    source_dir = recipe.model_config_source
+    if source_dir and recipe.model_init != "random":
+        problems.append(f"{source}: `model_config_source` only applies to `model_init: random`; unset it")
+    found = source_dir and any((root / source_dir / "config.json").is_file() for root in (Path.cwd(), REPO_ROOT))
+    if source_dir and not found:
+        problems.append(
+            f"{source}: `model_config_source` {source_dir} has no config.json; "
+            "use a snapshot folder, e.g. preflight/architectures/meta-llama/Llama-3.1-8B-Instruct"
+        )
+    try:
+        overrides_of(recipe)
+    except (ValueError, TypeError) as exc:
+        problems.append(f"{source}: {exc}")
+    return problems
+
+
 def build_config(recipe, model_args):
     """AutoConfig from the snapshot (or the model repository) with the overrides applied, unknown keys refused."""
     from transformers import AutoConfig
