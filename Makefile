@@ -11,7 +11,7 @@ ARGS ?=
 PYTEST_ARGS ?=
 FLAGS ?=
 
-.PHONY: help install install-gpu sft validate plan data probe test test-all lint format lock
+.PHONY: help install install-gpu sft validate plan data probe gpu-ladder test test-all lint format lock
 
 help:
 	@echo "make sft [RECIPE=tiny-cpu] [ARGS=\"--max_steps 20\"]   train a recipe with its accelerate config"
@@ -22,6 +22,7 @@ help:
 	@echo "make validate RECIPE=.. [FLAGS=\"--num-gpus 8\"]       preflight: every problem of a launch, before any GPU work"
 	@echo "make plan RECIPE=.. [FLAGS=\"--gpu-memory-gb 80\"]     the mesh, tokens per rank and the memory plan per rank"
 	@echo "make probe RECIPE=.. [ARGS=\"--sp 2\"]                 prove packed documents stay isolated (exit 1 on a leak)"
+	@echo "make gpu-ladder [ARGS=--tiny]                        single-GPU ALST memory ladder (benchmarks/)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -56,6 +57,10 @@ plan: $(STAMP)
 
 probe: $(STAMP)
 	$(PY) -m preflight.probe $(RECIPE) $(ARGS)
+
+# On a GPU machine without network use `benchmarks/gpu_memory_ladder.sh run` (offline wheels) instead.
+gpu-ladder: $(STAMP)
+	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $(PY) benchmarks/gpu_memory_ladder.py $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -71,6 +71,9 @@ def main(argv: list[str]) -> int:
     print("[launch]", shlex.join(shown), flush=True)
     if dry_run:
         return 0
+    # ALST: long sequences allocate blocks of many sizes; expandable segments stop the fragmentation that
+    # otherwise runs out of memory with GiBs free. A value the user exported wins.
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     os.chdir(REPO_ROOT)  # config paths in recipes and accelerate YAMLs are relative to the repository root
     os.execv(cmd[0], cmd)
 

@@ -54,17 +54,32 @@ class RecipeArguments(_script_arguments_base()):
             "config with random weights seeded by `seed` (no weight download)."
         },
     )
-    # ---- preflight / catalog: read by the memory plan and the positions check (preflight/options.py, facts.py)
-    model_config_overrides: dict | None = field(
+    # ---- ALST memory features (training/alst.py, training/model_config.py); all off by default
+    model_config_overrides: dict | str | None = field(
         default=None,
-        metadata={"help": "Keys merged into the model's config before it is built, e.g. rope_parameters for 256K"},
+        metadata={
+            "help": "Keys that replace the model config's (e.g. `rope_parameters` for a longer context, "
+            "`max_position_embeddings`), in both `random` and `pretrained` mode. A JSON string on the command line."
+        },
     )
-    tiled_mlp: bool = field(default=False, metadata={"help": "Compute the MLP in sequence tiles (ALST TiledMLP)."})
+    model_config_source: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where the architecture config comes from instead of model_name_or_path (e.g. a snapshot in "
+            "preflight/architectures/), so `model_init: random` needs no download of the model repository."
+        },
+    )
+    tiled_mlp: bool = field(
+        default=False,
+        metadata={"help": "Run every MLP through DeepSpeed's TiledMLP: sequence tiles, recomputed in backward."},
+    )
     tiled_mlp_shards: int | None = field(
-        default=None, metadata={"help": "Tiles for tiled_mlp; default ceil(tokens per rank / hidden size)."}
+        default=None,
+        metadata={"help": "Tiles per MLP call; None: ceil(tokens per rank / hidden_size), as ALST does."},
     )
     activation_checkpoint_offload: bool = field(
-        default=False, metadata={"help": "Offload activation checkpoints to CPU memory (ALST)."}
+        default=False,
+        metadata={"help": "Keep each checkpointed layer's input in host memory until backward needs it."},
     )
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
     config_source: str = field(default="command line", init=False, repr=False)
@@ -138,6 +153,19 @@ def _cli_keys(argv: list[str]) -> list[str]:
     return [k.removeprefix("no_") for k in keys]
 
 
+def gpu_precision_without_gpu(config: dict, argv: list[str]) -> bool:
+    """True for a bf16 GPU recipe read on a machine without a GPU (validation, planning, the GPU check).
+
+    TrainingArguments rejects `bf16: true` where no GPU is visible, which would hide every other check
+    (and `make sft`'s "needs N GPUs") behind "Your setup doesn't support bf16/gpu"; such a recipe is
+    parsed with bf16 off and the flag restored afterwards.
+    """
+    import torch
+
+    wants_bf16 = config.get("bf16") is True and "--bf16" not in argv and "--no_bf16" not in argv
+    return wants_bf16 and not config.get("use_cpu") and not torch.cuda.is_available()
+
+
 def parse_recipe(argv: list[str]):
     """Parse `--config recipe.yaml [--key value ...]` into (recipe, sft_config, model_config) or raise RecipeError."""
     argv = list(argv)
@@ -151,10 +179,15 @@ def parse_recipe(argv: list[str]):
     problems += unknown_key_problems(_cli_keys(argv), known, "command line")
     if problems:
         raise RecipeError(source, problems)
+    bf16_deferred = gpu_precision_without_gpu(config, argv)
     try:
-        recipe, sft, model = make_parser().parse_args_and_config(argv, fail_with_unknown_args=True)
+        recipe, sft, model = make_parser().parse_args_and_config(
+            argv + (["--bf16", "false"] if bf16_deferred else []), fail_with_unknown_args=True
+        )
     except ValueError as exc:
         raise RecipeError(source, [str(exc)]) from None
+    if bf16_deferred:
+        sft.bf16 = True  # what the recipe says; the entrypoint refuses to train it without a GPU anyway
     recipe.config_source = source
     problems = check_recipe(recipe, sft, model, source)
     if problems:
@@ -212,6 +245,9 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
         )
     problems += prepared_data_problems(recipe, sft, model, topo, source)
     problems += packed_isolation_problems(recipe, sft, model, topo, source)
+    from training.alst import alst_problems
+
+    problems += alst_problems(recipe, sft, model, topo, source)
     return problems
 
 

@@ -19,12 +19,15 @@ import warnings
 
 import torch
 from datasets import load_dataset
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 from trl import SFTTrainer, get_peft_config
 
 from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from preflight.topology import Topology
+from training.alst import apply_alst
 from training.isolation import install_for_recipe, keep_packed_positions
+from training.metrics import ThroughputCallback
+from training.model_config import build_config, build_random_model, overrides_of
 from training.prepared_data import load_prepared
 from training.shutdown import exit_cleanly
 
@@ -41,8 +44,20 @@ def launched_mesh() -> tuple[int, int]:
     return world, sp
 
 
-def check_launch(topo: Topology, source: str) -> None:
-    """Refuse to train on a topology other than the recipe's: a silent sp=1 run is this field's classic bug."""
+def check_launch(topo: Topology, source: str, use_cpu: bool = True) -> None:
+    """Refuse to train on a topology other than the recipe's (a silent sp=1 run is this field's classic bug),
+    and a GPU recipe where no GPU is visible, before anything is downloaded."""
+    if not use_cpu and not torch.cuda.is_available():
+        raise RecipeError(
+            source,
+            [
+                (
+                    f"needs {topo.world_size} GPUs ({topo.path}: {topo.num_machines} machine(s) x "
+                    f"{topo.processes_per_machine} processes, sp={topo.sp_size}) but no CUDA GPU is visible; "
+                    "run it on its target hardware, or try the stack on CPU with `make sft RECIPE=tiny-cpu`"
+                )
+            ],
+        )
     world, sp = launched_mesh()
     if (world, sp) != (topo.world_size, topo.sp_size):
         raise RecipeError(
@@ -59,13 +74,18 @@ def check_launch(topo: Topology, source: str) -> None:
 
 
 def build_model(recipe, model_args, training_args):
-    """A model instance for `model_init: random`; otherwise the path, which SFTTrainer loads itself."""
-    if recipe.model_init == "pretrained":
-        return model_args.model_name_or_path
-    config = AutoConfig.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
-    torch.manual_seed(training_args.seed)  # same weights on every rank and for every sp size
-    dtype = getattr(torch, model_args.dtype) if model_args.dtype not in (None, "auto") else torch.float32
-    return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=model_args.attn_implementation)
+    """A model instance for `model_init: random`; otherwise the path, which SFTTrainer loads itself
+    (with the overridden config when the recipe changes the architecture, e.g. its rope scaling)."""
+    try:
+        if recipe.model_init == "random":
+            return build_random_model(recipe, model_args, training_args.seed)
+        if recipe.model_config_overrides:
+            build_config(recipe, model_args)  # refuses keys the config lacks, before any weight download
+            # as from_pretrained kwargs (they replace config keys), so the training arguments stay JSON
+            training_args.model_init_kwargs.update(overrides_of(recipe))
+    except (ValueError, TypeError) as exc:
+        raise RecipeError(recipe.config_source, [str(exc)]) from None
+    return model_args.model_name_or_path
 
 
 def report_mesh(trainer, max_length: int | None) -> None:
@@ -99,7 +119,7 @@ def report_first_shard(model, accelerator) -> None:
 def main(recipe, training_args, model_args):
     source = recipe.config_source
     topo = recipe_topology(recipe)
-    check_launch(topo, source)
+    check_launch(topo, source, use_cpu=training_args.use_cpu)
 
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,
@@ -147,6 +167,8 @@ def main(recipe, training_args, model_args):
         peft_config=get_peft_config(model_args),
     )
     keep_packed_positions(trainer)
+    apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
+    trainer.add_callback(ThroughputCallback(trainer.model, topo.sp_size))
     report_mesh(trainer, training_args.max_length)
     trainer.accelerator.print(isolation_line)
     report_first_shard(trainer.model, trainer.accelerator)

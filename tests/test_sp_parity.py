@@ -43,7 +43,7 @@ def write_rows(folder, n_rows: int = 16, seed: int = 3) -> None:
             f.write(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
 
 
-def train(tmp_path, data, sp: int, script: str = "recipes/sft.py") -> tuple[list[dict], dict]:
+def train(tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=()) -> tuple[list[dict], dict]:
     accel = f"accelerate_configs/cpu-sp{sp}.yaml"
     out = tmp_path / f"{script.split('/')[-1][:-3]}-sp{sp}"
     proc = accelerate_launch(
@@ -58,6 +58,7 @@ def train(tmp_path, data, sp: int, script: str = "recipes/sft.py") -> tuple[list
             str(data),
             "--output_dir",
             str(out),
+            *extra,
         ],
     )
     assert_ok(proc)
@@ -89,10 +90,10 @@ def runs(tmp_path_factory):
     write_rows(data)
     cache = {}
 
-    def run(sp: int, script: str = "recipes/sft.py"):
-        if (sp, script) not in cache:
-            cache[(sp, script)] = train(tmp, data, sp, script)
-        return cache[(sp, script)]
+    def run(sp: int, script: str = "recipes/sft.py", extra: tuple = ()):
+        if (sp, script, extra) not in cache:
+            cache[(sp, script, extra)] = train(tmp / "-".join(extra), data, sp, script, extra)
+        return cache[(sp, script, extra)]
 
     return run
 
@@ -129,3 +130,18 @@ def test_losses_are_real_training(runs):
 def test_gate_catches_unweighted_sp_loss(runs):
     broken = runs(2, "tests/helpers/unweighted_sp_loss.py")
     assert mismatches(runs(1), broken), "averaging per-rank losses without token weights went unnoticed"
+
+
+ALST_ON = ("--tiled_mlp", "true", "--activation_checkpoint_offload", "true")
+
+
+def test_alst_features_match_plain_sp2(runs):
+    """TiledMLP + checkpoint offload (training/alst.py) at sp=2 compute what sp=2 without them computes."""
+    assert mismatches(runs(2), runs(2, extra=ALST_ON)) == []
+
+
+def test_throughput_metrics_are_logged(runs):
+    """training/metrics.py adds tokens/s (global and per rank) and peak memory to every logged step."""
+    history, _ = runs(2, extra=ALST_ON)
+    assert all(row["tokens_per_s"] > 0 and row["peak_mem_gib"] > 0 for row in history)
+    assert all(row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 2) for row in history)

@@ -1,0 +1,129 @@
+"""The GPU recipe catalog is right for its hardware, checked offline against the architecture snapshots.
+
+Each shipped GPU recipe: its heads split over its sp size, its (possibly rope-scaled) positions cover
+max_length, its SP groups stay inside a node, its header carries the exact launch command; a GPU recipe on
+a machine without GPUs stops with "needs N GPUs" before any download.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from preflight.recipe import parse_recipe, recipe_topology
+from training.model_config import build_config
+
+REPO = Path(__file__).resolve().parent.parent
+ARCHITECTURES = REPO / "preflight" / "architectures"
+GPU_RECIPES = sorted(p for p in (REPO / "recipes").glob("*.yaml") if p.stem != "tiny-cpu")
+CATALOG = {
+    "llama8b-32k",
+    "llama8b-128k",
+    "llama8b-256k",
+    "llama8b-256k-lora",
+    "llama8b-1m",
+    "qwen3-8b-128k",
+    "qwen3-32b-256k",
+    "llama70b-128k",
+}
+
+
+def parsed(path: Path):
+    return parse_recipe(["--config", str(path.relative_to(REPO))])
+
+
+def architecture(recipe, model):
+    """The recipe's model config from the shipped snapshot, with the recipe's overrides applied."""
+    snapshot = ARCHITECTURES / model.model_name_or_path
+    assert (snapshot / "config.json").is_file(), f"no architecture snapshot for {model.model_name_or_path}"
+    as_random = SimpleNamespace(
+        model_config_source=str(snapshot), model_config_overrides=recipe.model_config_overrides
+    )
+    return build_config(as_random, model)
+
+
+def test_catalog_is_complete():
+    assert {p.stem for p in GPU_RECIPES} >= CATALOG
+
+
+@pytest.mark.parametrize("path", GPU_RECIPES, ids=lambda p: p.stem)
+def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    recipe, sft, model = parsed(path)
+    topo = recipe_topology(recipe)
+    config = architecture(recipe, model)
+    assert config.num_attention_heads % topo.sp_size == 0, "query heads must split evenly over sp"
+    kv = config.num_key_value_heads
+    assert kv % topo.sp_size == 0 or topo.sp_size % kv == 0, "KV heads must divide sp or sp divide them"
+    assert config.max_position_embeddings >= sft.max_length, "train past the positions only with rope scaling"
+    assert topo.processes_per_machine % topo.sp_size == 0, "an SP group must not span two nodes"
+    assert sft.bf16 and not sft.use_cpu and model.attn_implementation == "flash_attention_2"
+    assert sft.use_liger_kernel, "full logits at these lengths would not fit"
+
+
+@pytest.mark.parametrize("path", GPU_RECIPES, ids=lambda p: p.stem)
+def test_header_names_hardware_and_exact_launch(path):
+    header = path.read_text().split("\naccelerate_config:")[0]
+    assert header.startswith(f"# {path.stem}:")
+    assert "# Hardware:" in header and "# Figures:" in header
+    assert f"recipes/sft.py --config recipes/{path.stem}.yaml" in header
+
+
+def test_rope_override_reaches_the_config(monkeypatch):
+    monkeypatch.chdir(REPO)
+    recipe, _, model = parsed(REPO / "recipes" / "llama8b-256k.yaml")
+    config = architecture(recipe, model)
+    assert config.rope_parameters["rope_type"] == "llama3" and config.rope_parameters["factor"] == 16.0
+    assert config.max_position_embeddings == 262144
+
+
+def test_unknown_override_key_is_refused():
+    bad = SimpleNamespace(
+        model_config_source=str(ARCHITECTURES / "Qwen" / "Qwen3-8B"), model_config_overrides={"rope_scalng": {}}
+    )
+    with pytest.raises(ValueError, match="has no key\\(s\\) rope_scalng"):
+        build_config(bad, SimpleNamespace(model_name_or_path="unused", model_revision=None))
+
+
+def test_gpu_recipe_without_gpu_stops_before_download():
+    """What every rank of `make sft RECIPE=llama8b-256k` does on this CPU machine, offline."""
+    proc = subprocess.run(
+        [sys.executable, "recipes/sft.py", "--config", "recipes/llama8b-256k.yaml"],
+        cwd=REPO,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "needs 8 GPUs" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_random_mode_reads_a_snapshot_and_a_missing_one_is_refused(monkeypatch):
+    """`model_init: random` + `model_config_source`: a real architecture without the model repository."""
+    from preflight.recipe import RecipeError
+
+    monkeypatch.chdir(REPO)
+    snapshot = "preflight/architectures/meta-llama/Llama-3.1-8B-Instruct"
+    args = ["--config", "recipes/llama8b-32k.yaml", "--model_init", "random"]
+    recipe, _, model = parse_recipe(args + ["--model_config_source", snapshot])
+    assert build_config(recipe, model).num_hidden_layers == 32
+    with pytest.raises(RecipeError, match="has no config.json"):
+        parse_recipe(args + ["--model_config_source", "preflight/architectures/nope"])
+
+
+def test_overrides_from_the_command_line_are_json(monkeypatch):
+    """`--model_config_overrides '{...}'` reaches a random-weight model; malformed JSON is one clear error."""
+    from training.model_config import build_random_model
+
+    monkeypatch.chdir(REPO)
+    args = ["--config", "recipes/tiny-cpu.yaml", "--model_config_overrides", '{"max_position_embeddings": 8192}']
+    recipe, _, model = parse_recipe(args)
+    assert build_random_model(recipe, model, seed=0).config.max_position_embeddings == 8192
+    from preflight.recipe import RecipeError
+
+    with pytest.raises(RecipeError, match="`model_config_overrides` is not valid JSON"):
+        parse_recipe(args[:-1] + ["{max_position_embeddings: 8192"])
