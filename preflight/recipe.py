@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from preflight.topology import ConfigError, Topology, load_yaml_mapping, read_topology
+from training.checks import resume_recipe_problems
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPES_DIR = REPO_ROOT / "recipes"
@@ -167,6 +168,8 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
             f"{source}: `packing`/`padding_free` are TRL's padding-free collator, which emits 1-D "
             "`cu_seq_lens_*` tensors that DeepSpeed's SP dataloader cannot shard; set both to false"
         )
+    # ---- resume and remote code (issue 6)
+    problems += resume_recipe_problems(recipe, sft, model, topo, source)
     return problems
 
 

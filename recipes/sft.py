@@ -24,6 +24,9 @@ from trl import SFTTrainer, get_peft_config
 
 from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from preflight.topology import Topology
+from training.checkpoint_topology import resolve_resume
+from training.credentials import move_hub_token_to_env
+from training.resume import enable_resume
 from training.shutdown import exit_cleanly
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
@@ -60,10 +63,19 @@ def build_model(recipe, model_args, training_args):
     """A model instance for `model_init: random`; otherwise the path, which SFTTrainer loads itself."""
     if recipe.model_init == "pretrained":
         return model_args.model_name_or_path
-    config = AutoConfig.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+    config = AutoConfig.from_pretrained(
+        model_args.model_name_or_path,
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+    )
     torch.manual_seed(training_args.seed)  # same weights on every rank and for every sp size
     dtype = getattr(torch, model_args.dtype) if model_args.dtype not in (None, "auto") else torch.float32
-    return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=model_args.attn_implementation)
+    return AutoModelForCausalLM.from_config(
+        config,
+        dtype=dtype,
+        attn_implementation=model_args.attn_implementation,
+        trust_remote_code=training_args.trust_remote_code,
+    )
 
 
 def report_mesh(trainer, max_length: int | None) -> None:
@@ -98,6 +110,12 @@ def main(recipe, training_args, model_args):
     source = recipe.config_source
     topo = recipe_topology(recipe)
     check_launch(topo, source)
+    try:
+        resume = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
+        training_args.resume_from_checkpoint = resume
+    except ValueError as exc:
+        raise RecipeError(source, [str(exc)]) from None
+    move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
 
     # ---- data: a Hub dataset name or a local folder/file that `datasets` can load
     dataset = load_dataset(recipe.dataset_name, name=recipe.dataset_config, streaming=recipe.dataset_streaming)
@@ -132,6 +150,7 @@ def main(recipe, training_args, model_args):
         ),
         peft_config=get_peft_config(model_args),
     )
+    enable_resume(trainer, recipe=source)  # SP-safe data skip on resume + topology.json in each checkpoint
     report_mesh(trainer, training_args.max_length)
     report_first_shard(trainer.model, trainer.accelerator)
 
