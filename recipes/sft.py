@@ -150,7 +150,9 @@ def main(recipe, training_args, model_args):
         ),
         peft_config=get_peft_config(model_args),
     )
-    enable_resume(trainer, recipe=source)  # SP-safe data skip on resume + topology.json in each checkpoint
+    enable_resume(
+        trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint
+    )  # SP-safe data skip on resume + topology.json in each checkpoint
     report_mesh(trainer, training_args.max_length)
     report_first_shard(trainer.model, trainer.accelerator)
 

@@ -1,7 +1,7 @@
 """Resume, determinism and a dying rank under sp=2, through the real launch path (accelerate + DeepSpeed, gloo).
 
 Three launches of tests/fixtures/resume.yaml (6 steps, checkpoint every 3) share the work:
-  A: uninterrupted, 6 steps;
+  A: uninterrupted, 6 steps, given a (fake) `--hub_token` that must appear nowhere it printed or wrote;
   B: the same run, but rank 1 SIGKILLs itself entering step 5 (after checkpoint-3 was saved);
   B resumed: `--resume_from_checkpoint true` (checkpoint-3) runs steps 4..6.
 Every rank records a fingerprint of the input_ids shard it computes at each step (tests/helpers/resume_probe.py).
@@ -21,6 +21,7 @@ pytestmark = pytest.mark.distributed
 PROBE = "tests/helpers/resume_probe.py"
 SP2 = "accelerate_configs/cpu-sp2.yaml"
 KILL_STEP = 5
+FAKE_TOKEN = "hf_NeverPrintThis0123456789abcdef"  # run A is given it as `--hub_token`
 DEATH_BUDGET_S = 150  # start-up (~25 s on 2 busy cores) + 4 steps + torchrun tearing the group down
 
 
@@ -46,7 +47,7 @@ def losses(rows: list[dict]) -> dict[int, float]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
-    full = launch(root / "A", root / "probe-A")
+    full = launch(root / "A", root / "probe-A", "--hub_token", FAKE_TOKEN)
     assert_ok(full)
     start = time.monotonic()
     killed = launch(
@@ -60,7 +61,7 @@ def runs(tmp_path_factory):
     died_after = time.monotonic() - start
     resumed = launch(root / "B", root / "probe-B", "--resume_from_checkpoint", "true")
     assert_ok(resumed)
-    return {"root": root, "killed": killed, "died_after": died_after, "resumed": resumed}
+    return {"root": root, "full": full, "killed": killed, "died_after": died_after, "resumed": resumed}
 
 
 def test_dying_rank_fails_the_launch_in_bounded_time_naming_it(runs):
@@ -119,3 +120,9 @@ def test_resume_on_another_mesh_is_refused_before_launch(runs):
     (problem,) = [p for p in exc.value.problems if "resume_from_checkpoint" in p]
     assert "world_size=2, sp_size=2" in problem and "world_size=4, sp_size=4" in problem
     assert "python -m training.universal" in problem
+
+
+def test_hub_token_appears_nowhere(runs):
+    assert FAKE_TOKEN not in runs["full"].stdout + runs["full"].stderr
+    written = [p for p in (runs["root"] / "A").rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
+    assert written == []

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 TOPOLOGY_FILE = "topology.json"
-UNIVERSAL_FOLDER = "universal"  # what training/universal.py writes inside a checkpoint
+UNIVERSAL_LATEST = "latest_universal"  # written by training/universal.py next to DeepSpeed's `latest`
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -67,7 +67,7 @@ def resume_problems(checkpoint_dir: str | Path, topology) -> list[str]:
     launch = {"world_size": topology.world_size, "sp_size": topology.sp_size}
     launch |= {"dp_replicate": topology.dp_replicate_size, "dp_shard": topology.dp_shard_size}
     differ = [k for k in launch if k in saved and saved[k] != launch[k]]
-    if not differ or (Path(checkpoint_dir) / UNIVERSAL_FOLDER).is_dir():
+    if not differ or (Path(checkpoint_dir) / UNIVERSAL_LATEST).is_file():
         return []
     was = ", ".join(f"{k}={saved[k]}" for k in differ)
     now = ", ".join(f"{k}={launch[k]}" for k in differ)

@@ -10,9 +10,9 @@ import os
 import re
 from pathlib import Path
 
-REDACTED = "<redacted>"
+REDACTED = "REDACTED"
 _TOKEN_FLAG = re.compile(r"^--(\w*token)(=.*)?$")
-_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{8,}\b")
+_TOKEN_VALUE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 
 
 def move_hub_token_to_env(training_args) -> None:

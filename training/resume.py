@@ -93,8 +93,15 @@ def checkpoint_topology(accelerator, recipe: str | None, seed: int) -> dict:
     }
 
 
-def enable_resume(trainer, recipe: str | None = None) -> None:
-    """Switch on SP-safe resume and per-checkpoint topology records for this trainer."""
+def enable_resume(trainer, recipe: str | None = None, checkpoint: str | None = None) -> None:
+    """Switch on SP-safe resume and per-checkpoint topology records for this trainer.
+
+    A checkpoint converted by training/universal.py and resumed on another mesh loads as universal.
+    """
+    from training.universal import use_universal_if_needed
+
+    mesh = checkpoint_topology(trainer.accelerator, recipe, trainer.args.seed)
+    use_universal_if_needed(trainer.accelerator, checkpoint, mesh)
     _wrap_adapter_factory(trainer.accelerator)
     # transformers.trainer calls the module-level name; the replacement only differs for SP adapters.
     hf_trainer.skip_first_batches = sp_aware_skip_first_batches
