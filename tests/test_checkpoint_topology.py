@@ -29,8 +29,14 @@ def test_true_means_the_highest_numbered_checkpoint(tmp_path):
     assert resolve_resume(None, tmp_path) is None and resolve_resume("false", tmp_path) is None
 
 
+def test_true_skips_a_checkpoint_whose_save_was_interrupted(tmp_path):
+    checkpoint(tmp_path, 3)
+    (tmp_path / "checkpoint-6" / "global_step6").mkdir(parents=True)  # killed mid-save: no topology.json
+    assert resolve_resume("true", tmp_path) == str(tmp_path / "checkpoint-3")
+
+
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="holds no checkpoint-N folder"):
+    with pytest.raises(ValueError, match="holds no complete checkpoint-N folder"):
         resolve_resume("true", tmp_path)
     checkpoint(tmp_path, 4)
     with pytest.raises(ValueError, match="the latest in output_dir is .*checkpoint-4"):

@@ -19,13 +19,20 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The `checkpoint-N` folder with the highest N under output_dir, or None."""
-    steps = []
+    """The complete `checkpoint-N` folder with the highest N under output_dir, or None.
+
+    Complete means it holds `topology.json`, which is written after everything else of the save; a crash
+    mid-save leaves a folder without it, and the previous checkpoint is the one to resume. Checkpoints
+    saved elsewhere have no record, so among those `trainer_state.json` (the Trainer's last file) decides.
+    """
+    found = []
     for path in Path(output_dir).glob("checkpoint-*"):
         match = _CHECKPOINT.match(path.name)
         if match and path.is_dir():
-            steps.append((int(match.group(1)), path))
-    return max(steps)[1] if steps else None
+            found.append((int(match.group(1)), path))
+    marker = TOPOLOGY_FILE if any((path / TOPOLOGY_FILE).is_file() for _, path in found) else "trainer_state.json"
+    complete = [(step, path) for step, path in found if (path / marker).is_file()]
+    return max(complete)[1] if complete else None
 
 
 def resolve_resume(value, output_dir: str | Path) -> str | None:
@@ -39,7 +46,7 @@ def resolve_resume(value, output_dir: str | Path) -> str | None:
         latest = latest_checkpoint(output_dir)
         if latest is None:
             raise ValueError(
-                f"`resume_from_checkpoint: true` but {output_dir} holds no checkpoint-N folder; "
+                f"`resume_from_checkpoint: true` but {output_dir} holds no complete checkpoint-N folder; "
                 "train with `save_strategy: steps` first, or drop the key to start fresh"
             )
         return str(latest)
