@@ -17,7 +17,8 @@ help:
 	@echo "make test                                            CPU test tier (what CI runs)"
 	@echo "make lint | format                                   ruff check + format check | apply ruff"
 	@echo "make install | install-gpu                           .venv with pinned deps (| plus flash-attn)"
-	@echo "make validate|plan|data RECIPE=..                    not implemented yet (preflight, data_prep)"
+	@echo "make data [RECIPE=tiny-cpu] [ARGS=--force]           prepare (tokenize, pack, pad) the recipe's dataset"
+	@echo "make validate|plan RECIPE=..                         not implemented yet (preflight)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -35,9 +36,14 @@ install-gpu: $(STAMP)
 	$(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 
 sft: $(STAMP)
+	$(PY) -m data_prep --recipe $(RECIPE) --skip-if-off -- $(ARGS)
 	$(PY) -m preflight.launch $(RECIPE) -- $(ARGS)
 
-validate plan data: $(STAMP)
+# ARGS: data_prep flags (--force, --num-proc N); recipe overrides go after `--`: ARGS="-- --max_length 4096"
+data: $(STAMP)
+	$(PY) -m data_prep --recipe $(RECIPE) $(ARGS)
+
+validate plan: $(STAMP)
 	@echo "make $@ RECIPE=$(RECIPE): not implemented yet (see the open issues for preflight and data_prep)" >&2
 	@exit 2
 

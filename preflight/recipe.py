@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from data_prep.checks import prepared_data_problems
 from preflight.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 from training.checks import resume_recipe_problems
 
@@ -55,6 +56,32 @@ class RecipeArguments(_script_arguments_base()):
     )
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
     config_source: str = field(default="command line", init=False, repr=False)
+
+    # ---- data preparation (data_prep/, `make data`): checked by data_prep.checks.prepared_data_problems
+    prepare_data: Literal["off", "packed", "unpacked"] = field(
+        default="off",
+        metadata={
+            "help": "`packed`/`unpacked`: train on the dataset `make data` prepares (tokenized, padded to a "
+            "multiple of sp; packed puts several documents in one sequence). `off`: TRL tokenizes on the fly."
+        },
+    )
+    dataset_format: Literal["auto", "text", "messages", "prompt_completion"] = field(
+        default="auto", metadata={"help": "Format of the raw rows for data_prep; `auto` reads the columns."}
+    )
+    long_document_policy: Literal["auto", "split", "truncate", "drop"] = field(
+        default="auto",
+        metadata={"help": "Documents longer than max_length: `auto` splits text and drops chats/prompts."},
+    )
+    seq_alignment: int = field(
+        default=1, metadata={"help": "Pad prepared sequences to a multiple of this too (e.g. 64), besides sp."}
+    )
+    prepared_data_dir: str = field(
+        default="data/prepared", metadata={"help": "Parent folder of prepared datasets (cache, by content key)."}
+    )
+    allow_cross_document_attention: bool = field(
+        default=False,
+        metadata={"help": "Accept packed documents attending to each other (sdpa under SP drops the mask)."},
+    )
 
 
 def resolve_recipe(name_or_path: str) -> Path:
@@ -170,6 +197,7 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
         )
     # ---- resume and remote code (issue 6)
     problems += resume_recipe_problems(recipe, sft, model, topo, source)
+    problems += prepared_data_problems(recipe, sft, model, topo, source)
     return problems
 
 

@@ -26,6 +26,7 @@ from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, re
 from preflight.topology import Topology
 from training.checkpoint_topology import resolve_resume
 from training.credentials import move_hub_token_to_env
+from training.prepared_data import load_prepared
 from training.resume import enable_resume
 from training.shutdown import exit_cleanly
 
@@ -117,10 +118,23 @@ def main(recipe, training_args, model_args):
         raise RecipeError(source, [str(exc)]) from None
     move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
 
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.model_name_or_path,
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+    )
+
     # ---- data: a Hub dataset name or a local folder/file that `datasets` can load
-    dataset = load_dataset(recipe.dataset_name, name=recipe.dataset_config, streaming=recipe.dataset_streaming)
-    train_dataset = dataset[recipe.dataset_train_split]
-    eval_dataset = dataset[recipe.dataset_test_split] if training_args.eval_strategy != "no" else None
+    collator = None
+    if recipe.prepare_data != "off":  # rows `make data` tokenized, packed and padded to SP-safe lengths
+        train_dataset, collator = load_prepared(recipe, training_args, model_args, topo, tokenizer)
+        eval_dataset = None
+        training_args.dataset_kwargs = {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True}
+        training_args.remove_unused_columns = False
+    else:
+        dataset = load_dataset(recipe.dataset_name, name=recipe.dataset_config, streaming=recipe.dataset_streaming)
+        train_dataset = dataset[recipe.dataset_train_split]
+        eval_dataset = dataset[recipe.dataset_test_split] if training_args.eval_strategy != "no" else None
 
     # Every batch must split evenly across the SP group; keep that true by construction.
     if training_args.pad_to_multiple_of is None:
@@ -143,16 +157,12 @@ def main(recipe, training_args, model_args):
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        processing_class=AutoTokenizer.from_pretrained(
-            model_args.model_name_or_path,
-            revision=model_args.model_revision,
-            trust_remote_code=training_args.trust_remote_code,
-        ),
+        data_collator=collator,
+        processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
     )
-    enable_resume(
-        trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint
-    )  # SP-safe data skip on resume + topology.json in each checkpoint
+    # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint
+    enable_resume(trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint)
     report_mesh(trainer, training_args.max_length)
     report_first_shard(trainer.model, trainer.accelerator)
 

@@ -1,0 +1,112 @@
+"""Prepare a long-context SFT dataset: tokenize, pack and pad to SP-safe lengths, with a report.
+
+Usage:
+    python -m data_prep --recipe recipes/tiny-cpu.yaml [--force] [-- RECIPE_OVERRIDES...]
+    python -m data_prep --input data/*.jsonl --tokenizer recipes/assets/tiny-llama --max-length 4096 \
+        --sp-size 4 [--format text|messages|prompt_completion] [--policy split|truncate|drop] \
+        [--mode packed|unpacked] [--alignment 64] [--fixed-length] [--output data/prepared] [--force]
+
+With `--recipe`, everything comes from the recipe and its accelerate YAML (sp_size is never typed twice);
+the recipe's `prepare_data` key says packed or unpacked. Errors are one line on stderr and exit 2.
+"""
+
+import argparse
+import sys
+import warnings
+
+from data_prep.errors import PrepError
+
+RECIPE_ONLY_FLAGS = ("input", "hub", "tokenizer", "max_length", "sp_size", "format", "policy", "mode", "alignment")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m data_prep", description=__doc__.split("\n")[0])
+    p.add_argument("--recipe", help="recipe YAML (or name under recipes/) to read everything from")
+    p.add_argument("--skip-if-off", action="store_true", help="exit 0 when the recipe has prepare_data: off")
+    p.add_argument("--input", action="append", help="file, folder or glob (repeatable)")
+    p.add_argument("--hub", help="Hub dataset name (streamed)")
+    p.add_argument("--hub-config")
+    p.add_argument("--split", default="train")
+    p.add_argument("--tokenizer", help="tokenizer name or folder (the model's)")
+    p.add_argument("--max-length", type=int)
+    p.add_argument("--sp-size", type=int)
+    p.add_argument("--format", choices=["auto", "text", "messages", "prompt_completion"])
+    p.add_argument("--policy", choices=["auto", "split", "truncate", "drop"])
+    p.add_argument("--mode", choices=["packed", "unpacked"])
+    p.add_argument("--alignment", type=int, help="pad lengths to a multiple of this too (e.g. 64)")
+    p.add_argument("--fixed-length", action="store_true", help="pad every sequence to exactly max_length")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--output", help="parent folder of prepared datasets (default data/prepared)")
+    p.add_argument("--num-proc", type=int, default=1, help="tokenizer worker processes")
+    p.add_argument("--shard-tokens", type=int, default=8_000_000, help="tokens packed at once (bounds memory)")
+    p.add_argument("--force", action="store_true", help="rebuild even when the cache has this dataset")
+    return p
+
+
+def config_from_recipe(args, overrides: list[str]):
+    from data_prep.config import from_recipe
+    from preflight.recipe import RecipeError, parse_recipe, recipe_topology, resolve_recipe
+
+    given = [f"--{f.replace('_', '-')}" for f in RECIPE_ONLY_FLAGS if getattr(args, f) is not None]
+    if given:
+        raise PrepError(f"{', '.join(given)} conflict with --recipe: set them in the recipe (or drop --recipe)")
+    path = resolve_recipe(args.recipe)
+    try:
+        recipe, sft, model = parse_recipe(["--config", str(path), *overrides])
+    except RecipeError as exc:
+        raise PrepError(" ".join(str(exc).split())) from None
+    if recipe.prepare_data == "off":
+        return None
+    extra = {"num_proc": args.num_proc, "shard_tokens": args.shard_tokens}
+    if args.output:
+        extra["output_dir"] = args.output
+    return from_recipe(recipe, sft, model, recipe_topology(recipe), **extra)
+
+
+def config_from_flags(args):
+    from data_prep.config import PrepConfig
+
+    if not args.tokenizer or not args.max_length:
+        raise PrepError("--tokenizer and --max-length are required without --recipe")
+    return PrepConfig(
+        tokenizer=args.tokenizer,
+        max_length=args.max_length,
+        sp_size=args.sp_size or 1,
+        inputs=tuple(args.input or ()),
+        hub=args.hub,
+        hub_config=args.hub_config,
+        split=args.split,
+        format=args.format or "auto",
+        policy=args.policy or "auto",
+        mode=args.mode or "packed",
+        alignment=args.alignment or 1,
+        fixed_length=args.fixed_length,
+        seed=args.seed,
+        output_dir=args.output or "data/prepared",
+        num_proc=args.num_proc,
+        shard_tokens=args.shard_tokens,
+    )
+
+
+def main(argv: list[str]) -> int:
+    warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecations, not actionable here
+    own, overrides = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    args = build_parser().parse_args(own)
+    try:
+        from data_prep.config import check
+        from data_prep.pipeline import prepare
+
+        cfg = config_from_recipe(args, overrides) if args.recipe else config_from_flags(args)
+        if cfg is None:
+            if args.skip_if_off:
+                return 0
+            raise PrepError(f"{args.recipe}: `prepare_data` is off; set `prepare_data: packed` (or `unpacked`)")
+        prepare(check(cfg), force=args.force)
+    except PrepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,151 @@
+"""What to prepare, from command-line flags or from a recipe (whose accelerate YAML gives sp_size).
+
+A `PrepConfig` names the source, tokenizer and layout; its `cache_key` hashes everything that changes the
+output (source fingerprint, tokenizer files, lengths, sp, alignment, policy, format, seed), so the training
+side finds the prepared dataset of a recipe by recomputing the key, and a rerun is a cache hit.
+"""
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from data_prep.errors import PrepError
+from data_prep.formats import FORMATS
+from data_prep.layout import Layout
+
+FORMAT_VERSION = 1  # bump when the output of the same inputs changes
+POLICIES = ("split", "truncate", "drop")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+
+
+@dataclass(frozen=True)
+class PrepConfig:
+    tokenizer: str
+    max_length: int
+    sp_size: int = 1
+    inputs: tuple[str, ...] = ()
+    hub: str | None = None
+    hub_config: str | None = None
+    split: str = "train"
+    format: str = "auto"  # auto | text | messages | prompt_completion
+    policy: str = "auto"  # auto (split for text, drop otherwise) | split | truncate | drop
+    mode: str = "packed"  # packed | unpacked
+    alignment: int = 1
+    pad_multiple: int = 1  # the recipe's pad_to_multiple_of, when it is not max_length
+    fixed_length: bool = False
+    seed: int = 42
+    output_dir: str = "data/prepared"
+    shard_tokens: int = 8_000_000  # tokens packed together; bounds memory, whatever the corpus size
+    num_proc: int = 1
+
+    @property
+    def layout(self) -> Layout:
+        return Layout.build(self.max_length, self.sp_size, self.alignment, self.fixed_length, self.pad_multiple)
+
+    def problems(self) -> list[str]:
+        out = []
+        if not self.inputs and not self.hub:
+            out.append("no input: pass --input FILE|DIR|GLOB or --hub NAME (or use --recipe)")
+        if self.format not in FORMATS + ("auto",):
+            out.append(f"format {self.format!r} is not one of auto, {', '.join(FORMATS)}")
+        if self.policy not in POLICIES + ("auto",):
+            out.append(f"long-document policy {self.policy!r} is not one of auto, {', '.join(POLICIES)}")
+        if self.mode not in ("packed", "unpacked"):
+            out.append(f"mode {self.mode!r} is not `packed` or `unpacked`")
+        for name in ("max_length", "sp_size", "alignment", "num_proc", "shard_tokens"):
+            if getattr(self, name) < 1:
+                out.append(f"{name} must be a positive integer, got {getattr(self, name)}")
+        return out or self.layout.problems()
+
+    def resolved_policy(self, fmt: str) -> str:
+        """`split` keeps every token of raw text; a cut conversation or prompt is wrong, so others drop."""
+        return self.policy if self.policy != "auto" else ("split" if fmt == "text" else "drop")
+
+    def cache_key(self) -> str:
+        # paths enter through their fingerprints, so a relative and an absolute spelling share one key
+        ignored = ("output_dir", "num_proc", "inputs", "tokenizer")
+        keyed = {k: v for k, v in asdict(self).items() if k not in ignored}
+        keyed.update(source=source_fingerprint(self), tokenizer=tokenizer_fingerprint(self.tokenizer))
+        keyed["version"] = FORMAT_VERSION
+        return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
+
+    def dataset_dir(self, key: str | None = None) -> Path:
+        """`<output_dir>/<source name>-<key>`: readable, and distinct for every distinct input."""
+        name = Path(self.inputs[0]).name if self.inputs else self.hub
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name or "data").strip("_.") or "data"
+        return Path(self.output_dir) / f"{slug}-{(key or self.cache_key())[:16]}"
+
+
+def source_fingerprint(cfg: PrepConfig) -> list:
+    """Local files: (path, size, mtime_ns) of each; Hub: name/config/split plus the builder's hash when known."""
+    if cfg.hub:
+        try:
+            from datasets import load_dataset_builder
+
+            builder_hash = load_dataset_builder(cfg.hub, cfg.hub_config).hash
+        except (OSError, ValueError):  # offline or gated: the name still identifies it
+            builder_hash = None
+        return [cfg.hub, cfg.hub_config, cfg.split, builder_hash]
+    from data_prep.sources import resolve_files
+
+    out = []
+    for p in resolve_files(list(cfg.inputs), cfg.split):
+        st = p.stat()
+        out.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def tokenizer_fingerprint(name: str) -> str:
+    """sha256 of the tokenizer's files for a local folder; the name itself for a Hub id."""
+    path = Path(name)
+    if not path.is_dir():
+        return name
+    h = hashlib.sha256()
+    for fname in TOKENIZER_FILES:
+        if (path / fname).is_file():
+            h.update(fname.encode() + (path / fname).read_bytes())
+    return h.hexdigest()
+
+
+def from_recipe(recipe, sft, model, topo, **overrides) -> PrepConfig:
+    """The PrepConfig a parsed recipe asks for; sp_size comes from its accelerate YAML, never typed twice."""
+    from preflight.recipe import REPO_ROOT
+
+    name = recipe.dataset_name
+    local = Path(name) if Path(name).exists() else REPO_ROOT / name
+    fixed = (not topo.sp_seq_length_is_variable) or (sft.pad_to_multiple_of == sft.max_length)
+    pad_multiple = sft.pad_to_multiple_of if sft.pad_to_multiple_of and not fixed else 1
+    if not sft.max_length:
+        raise PrepError(f"{recipe.config_source}: `max_length` must be set to prepare data")
+    out_dir = Path(recipe.prepared_data_dir)
+    return PrepConfig(
+        tokenizer=_resolve(model.model_name_or_path, REPO_ROOT),
+        max_length=sft.max_length,
+        sp_size=topo.sp_size,
+        inputs=(str(local),) if local.exists() else (),
+        hub=None if local.exists() else name,
+        hub_config=recipe.dataset_config,
+        split=recipe.dataset_train_split,
+        format=recipe.dataset_format,
+        policy=recipe.long_document_policy,
+        mode=recipe.prepare_data,
+        alignment=recipe.seq_alignment,
+        pad_multiple=pad_multiple,
+        fixed_length=fixed,
+        seed=sft.seed,
+        output_dir=str(out_dir if out_dir.is_absolute() else REPO_ROOT / out_dir),
+        **overrides,
+    )
+
+
+def _resolve(name: str, root: Path) -> str:
+    return str(root / name) if not Path(name).exists() and (root / name).exists() else name
+
+
+def check(cfg: PrepConfig) -> PrepConfig:
+    problems = cfg.problems()
+    if problems:
+        raise PrepError("; ".join(problems))
+    return cfg

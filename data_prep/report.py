@@ -1,0 +1,52 @@
+"""report.json beside the dataset and the short summary printed on stdout."""
+
+import json
+
+from data_prep.counts import Counts
+from data_prep.errors import PrepError
+
+
+def check_identity(counts: Counts) -> None:
+    if not counts.identity_holds():
+        raise AssertionError(  # a bug in data_prep, never the user's input
+            f"token accounting broken: tokens_in {counts.tokens_in} != tokens_out {counts.tokens_out} + "
+            f"tokens_dropped {counts.tokens_dropped} + tokens_truncated {counts.tokens_truncated}"
+        )
+
+
+def nothing_usable(counts: Counts, fmt: str) -> PrepError:
+    """The one-line error when no document survived, naming the dominant reason and one example."""
+    reason, n = counts.dropped.most_common(1)[0] if counts.dropped else ("none", 0)
+    example = counts.examples.get(reason, ["no rows read"])[0]
+    return PrepError(
+        f"no usable documents in {counts.rows_read} rows (format {fmt}): {n} dropped as {reason}, e.g. {example}; "
+        "fix the input or choose the right `dataset_format` / long-document policy"
+    )
+
+
+def write_report(path, counts: Counts, meta: dict) -> dict:
+    check_identity(counts)
+    report = {**meta, **counts.as_dict()}
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return report
+
+
+def summary(counts: Counts, where: str) -> str:
+    d = counts.as_dict()
+    by = ", ".join(f"{k} {v}" for k, v in d["documents_dropped_by_reason"].items() if v) or "none"
+    lines = [
+        (
+            f"[data] documents: {d['documents_in']} in -> {d['documents_out']} out "
+            f"(split {d['documents_split']}, truncated {d['documents_truncated']}, "
+            f"dropped {d['documents_dropped']}: {by})"
+        ),
+        (
+            f"[data] tokens: {d['tokens_in']} in = {d['tokens_out']} out + {d['tokens_dropped']} dropped + "
+            f"{d['tokens_truncated']} truncated; {d['pad_tokens']} pad; {d['trainable_tokens']} trained on"
+        ),
+        f"[data] {d['sequences']} sequences, packing efficiency {d['packing_efficiency']:.2%}",
+    ]
+    for reason, examples in d["examples"].items():
+        lines.append(f"[data] {reason} e.g. {examples[0]}")
+    lines.append(f"[data] wrote {where}")
+    return "\n".join(lines)

@@ -1,0 +1,37 @@
+"""`make sft` on packed prepared data at sp=2 through the real launch path (data_prep runs first)."""
+
+import json
+import math
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.launch import log_history
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.distributed
+
+
+def test_make_sft_trains_on_packed_prepared_data_at_sp2(tmp_path):
+    out = tmp_path / "packed-sp2"
+    proc = subprocess.run(
+        ["make", "-s", "sft", "RECIPE=tests/fixtures/packed-sp2.yaml", f"ARGS=--max_steps 4 --output_dir {out}"],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    folder = re.search(r"\[data\] (?:wrote|cache hit:) (\S+)", log).group(1)
+    report = json.loads((Path(folder) / "report.json").read_text())
+    assert report["config"]["mode"] == "packed" and report["sequences"] < report["documents_out"]
+    shard = re.search(r"rank 0 holds a shard of (\d+) tokens", log)
+    assert shard and int(shard.group(1)) == 4096 // 2
+    losses = [row["loss"] for row in log_history(out)]
+    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)  # finite, logged every 2 steps
