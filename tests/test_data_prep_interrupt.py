@@ -1,8 +1,8 @@
 """`python -m data_prep` killed mid-write (SIGINT, SIGKILL) leaves nothing that could pass for a finished
 dataset, the next run rebuilds and succeeds, and two separate runs write byte-identical output.
 
-Real processes, real signals: the kill lands once the temporary folder holds its first file, i.e. while
-shards are being written.
+Real processes, real signals: the kill lands once the first shard is on disk, while the others are being
+written (tests/helpers/slow_prep.py pauses 2 s after each shard so that window is certain).
 """
 
 import json
@@ -28,10 +28,10 @@ def corpus(path: Path, rows: int = 400) -> Path:
     return path
 
 
-def prep_command(source: Path, output: Path) -> list[str]:
-    # small shards so the write phase is long and many-stepped: the kill lands inside it
+def prep_command(source: Path, output: Path, module: str = "data_prep") -> list[str]:
+    # small shards so the write phase is many-stepped: the kill lands inside it
     flags = ["--tokenizer", "recipes/assets/tiny-llama", "--max-length", "512", "--sp-size", "2"]
-    return [sys.executable, "-m", "data_prep", "--input", str(source), *flags, "--shard-tokens", "4096"]
+    return [sys.executable, "-m", module, "--input", str(source), *flags, "--shard-tokens", "4096"]
 
 
 def run_prep(source: Path, output: Path) -> subprocess.CompletedProcess:
@@ -41,9 +41,10 @@ def run_prep(source: Path, output: Path) -> subprocess.CompletedProcess:
 
 def kill_mid_write(source: Path, output: Path, sig: int) -> int:
     """Start a prep, send `sig` once something is written, return its exit code."""
-    proc = subprocess.Popen([*prep_command(source, output), "--output", str(output)], cwd=REPO)
+    cmd = [*prep_command(source, output, module="tests.helpers.slow_prep"), "--output", str(output)]
+    proc = subprocess.Popen(cmd, cwd=REPO)
     deadline = time.monotonic() + 120
-    while not list(output.glob(".tmp-*/*")):  # the first shard (or the dataset being assembled) is on disk
+    while not list(output.glob(".tmp-*/dataset/*.arrow")):  # the first shard is on disk
         assert proc.poll() is None, "data_prep finished before it could be interrupted: use a bigger corpus"
         assert time.monotonic() < deadline, "no shard written within 120 s"
         time.sleep(0.02)
