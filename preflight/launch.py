@@ -16,6 +16,7 @@ from pathlib import Path
 
 from preflight.recipe import REPO_ROOT, RecipeError, exit_on_recipe_error, resolve_recipe
 from preflight.topology import ConfigError, load_yaml_mapping
+from training.credentials import redact_argv
 
 
 def accelerate_config_of(recipe_path: Path, overrides: list[str]) -> str:
@@ -68,7 +69,7 @@ def main(argv: list[str]) -> int:
     except RecipeError as exc:
         exit_on_recipe_error(exc)
     shown = ["accelerate", "launch"] + cmd[3:]
-    print("[launch]", shlex.join(shown), flush=True)
+    print("[launch]", shlex.join(redact_argv(shown)), flush=True)
     if dry_run:
         return 0
     # ALST: long sequences allocate blocks of many sizes; expandable segments stop the fragmentation that

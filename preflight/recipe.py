@@ -15,6 +15,7 @@ from typing import Literal
 
 from data_prep.checks import prepared_data_problems
 from preflight.topology import ConfigError, Topology, load_yaml_mapping, read_topology
+from training.checks import resume_recipe_problems
 from training.isolation_policy import packed_isolation_problems
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -243,6 +244,8 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
             f"{source}: `packing`/`padding_free` are TRL's padding-free collator, which emits 1-D "
             "`cu_seq_lens_*` tensors that DeepSpeed's SP dataloader cannot shard; set both to false"
         )
+    # ---- resume and remote code (issue 6)
+    problems += resume_recipe_problems(recipe, sft, model, topo, source)
     problems += prepared_data_problems(recipe, sft, model, topo, source)
     problems += packed_isolation_problems(recipe, sft, model, topo, source)
     from training.alst import alst_problems

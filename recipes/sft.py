@@ -25,10 +25,13 @@ from trl import SFTTrainer, get_peft_config
 from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from preflight.topology import Topology
 from training.alst import apply_alst
+from training.checkpoint_topology import resolve_resume
+from training.credentials import move_hub_token_to_env
 from training.isolation import install_for_recipe, keep_packed_positions
 from training.metrics import ThroughputCallback
 from training.model_config import build_config, build_random_model, overrides_of
 from training.prepared_data import load_prepared
+from training.resume import enable_resume
 from training.shutdown import exit_cleanly
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
@@ -78,9 +81,10 @@ def build_model(recipe, model_args, training_args):
     (with the overridden config when the recipe changes the architecture, e.g. its rope scaling)."""
     try:
         if recipe.model_init == "random":
-            return build_random_model(recipe, model_args, training_args.seed)
+            return build_random_model(recipe, model_args, training_args.seed, training_args.trust_remote_code)
         if recipe.model_config_overrides:
-            build_config(recipe, model_args)  # refuses keys the config lacks, before any weight download
+            # refuses keys the config lacks, before any weight download
+            build_config(recipe, model_args, training_args.trust_remote_code)
             # as from_pretrained kwargs (they replace config keys), so the training arguments stay JSON
             training_args.model_init_kwargs.update(overrides_of(recipe))
     except (ValueError, TypeError) as exc:
@@ -120,6 +124,12 @@ def main(recipe, training_args, model_args):
     source = recipe.config_source
     topo = recipe_topology(recipe)
     check_launch(topo, source, use_cpu=training_args.use_cpu)
+    try:
+        resume = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
+        training_args.resume_from_checkpoint = resume
+    except ValueError as exc:
+        raise RecipeError(source, [str(exc)]) from None
+    move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
 
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,
@@ -169,6 +179,8 @@ def main(recipe, training_args, model_args):
     keep_packed_positions(trainer)
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
     trainer.add_callback(ThroughputCallback(trainer.model, topo.sp_size))
+    # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint
+    enable_resume(trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint)
     report_mesh(trainer, training_args.max_length)
     trainer.accelerator.print(isolation_line)
     report_first_shard(trainer.model, trainer.accelerator)

@@ -49,7 +49,7 @@ def model_config_problems(recipe, source: str) -> list[str]:
     return problems
 
 
-def build_config(recipe, model_args):
+def build_config(recipe, model_args, trust_remote_code: bool = False):
     """AutoConfig from the snapshot (or the model repository) with the overrides applied, unknown keys refused."""
     from transformers import AutoConfig
 
@@ -57,7 +57,7 @@ def build_config(recipe, model_args):
     if recipe.model_config_source and not Path(source).is_dir():
         source = str(REPO_ROOT / source)  # snapshots are named relative to the repository root
     revision = None if recipe.model_config_source else model_args.model_revision
-    config = AutoConfig.from_pretrained(source, revision=revision)
+    config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
     overrides = overrides_of(recipe)
     unknown = sorted(k for k in overrides if not hasattr(config, k))
     if unknown:
@@ -72,11 +72,13 @@ def build_config(recipe, model_args):
     return config
 
 
-def build_random_model(recipe, model_args, seed: int):
+def build_random_model(recipe, model_args, seed: int, trust_remote_code: bool = False):
     """The architecture with random weights, identical on every rank and for every sp size (seeded)."""
     from transformers import AutoModelForCausalLM
 
-    config = build_config(recipe, model_args)
+    config = build_config(recipe, model_args, trust_remote_code)
     torch.manual_seed(seed)
     dtype = getattr(torch, model_args.dtype) if model_args.dtype not in (None, "auto") else torch.float32
-    return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=model_args.attn_implementation)
+    return AutoModelForCausalLM.from_config(
+        config, dtype=dtype, attn_implementation=model_args.attn_implementation, trust_remote_code=trust_remote_code
+    )

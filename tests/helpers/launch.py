@@ -16,7 +16,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def accelerate_launch(accelerate_config: str, script: str, args: list[str], timeout: int = 600):
+def accelerate_launch(
+    accelerate_config: str, script: str, args: list[str], timeout: int = 600, env: dict | None = None
+):
     """`accelerate launch --config_file X script args` from the repository root, on a free port."""
     cmd = [
         sys.executable,
@@ -29,7 +31,7 @@ def accelerate_launch(accelerate_config: str, script: str, args: list[str], time
         script,
         *args,
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     return subprocess.run(cmd, cwd=REPO, env=env, check=False, capture_output=True, text=True, timeout=timeout)
 
 

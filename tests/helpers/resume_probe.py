@@ -1,0 +1,40 @@
+"""recipes/sft.py, unchanged, plus two test probes set by environment variables:
+
+- PROBE_DIR: every rank appends one line per optimizer step to PROBE_DIR/rank{r}.jsonl with the global
+  step it is computing and a fingerprint of the input_ids shard it received, so tests can compare the data
+  order of an uninterrupted run with that of a resumed one.
+- PROBE_KILL_RANK / PROBE_KILL_STEP: that rank SIGKILLs itself on entering that step (a preempted or
+  crashed worker), mid-run and without any cleanup.
+"""
+
+import hashlib
+import json
+import os
+import runpy
+import signal
+import sys
+from pathlib import Path
+
+import trl
+
+original_training_step = trl.SFTTrainer.training_step
+
+
+def probed_training_step(self, model, inputs, *args, **kwargs):
+    rank = int(os.environ.get("RANK", "0"))
+    step = self.state.global_step + 1
+    if os.environ.get("PROBE_KILL_STEP") == str(step) and os.environ.get("PROBE_KILL_RANK") == str(rank):
+        print(f"[probe] rank {rank} kills itself at step {step}", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("PROBE_DIR"):
+        ids = inputs["input_ids"].detach().cpu().contiguous()
+        digest = hashlib.sha256(ids.numpy().tobytes()).hexdigest()[:16]
+        with open(Path(os.environ["PROBE_DIR"]) / f"rank{rank}.jsonl", "a") as f:
+            f.write(json.dumps({"step": step, "input_ids": digest}) + "\n")
+    return original_training_step(self, model, inputs, *args, **kwargs)
+
+
+trl.SFTTrainer.training_step = probed_training_step
+entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+sys.argv = [str(entrypoint), *sys.argv[1:]]
+runpy.run_path(str(entrypoint), run_name="__main__")

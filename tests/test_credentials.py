@@ -1,0 +1,68 @@
+"""Tokens stay off printed launch lines; custom model code runs only when a recipe opts in. No training here."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from preflight.recipe import RecipeError, parse_recipe
+from training.credentials import REDACTED, move_hub_token_to_env, redact_argv
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN = "hf_NeverPrintThis0123456789abcdef"
+
+
+def test_redact_argv_masks_token_flags_and_token_shaped_values():
+    argv = ["--hub_token", TOKEN, "--max_steps", "3", f"--hub_token={TOKEN}", f"--run_name=x{TOKEN}"]
+    shown = redact_argv(argv)
+    assert TOKEN not in " ".join(shown)
+    assert shown[:4] == ["--hub_token", REDACTED, "--max_steps", "3"]
+
+
+def test_launch_line_never_prints_the_token():
+    proc = subprocess.run(
+        [sys.executable, "-m", "preflight.launch", "tiny-cpu", "--dry-run", "--", "--hub_token", TOKEN],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr and f"--hub_token {REDACTED}" in proc.stdout
+
+
+def test_hub_token_moves_to_the_environment(monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+
+    class Args:
+        hub_token = TOKEN
+
+    args = Args()
+    move_hub_token_to_env(args)
+    assert args.hub_token is None and os.environ["HF_TOKEN"] == TOKEN
+
+
+def remote_code_model(tmp_path) -> Path:
+    model = tmp_path / "custom-model"
+    model.mkdir()
+    config = json.loads((REPO / "recipes/assets/tiny-llama/config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_custom.CustomForCausalLM"}
+    (model / "config.json").write_text(json.dumps(config))
+    return model
+
+
+def test_custom_model_code_needs_an_explicit_opt_in(tmp_path):
+    argv = ["--config", "recipes/tiny-cpu.yaml", "--model_name_or_path", str(remote_code_model(tmp_path))]
+    with pytest.raises(RecipeError) as exc:
+        parse_recipe(argv)
+    assert any("trust_remote_code: true" in p for p in exc.value.problems)
+    parse_recipe([*argv, "--trust_remote_code", "true"])  # stated explicitly: accepted
+
+
+def test_trust_remote_code_defaults_to_false():
+    _, sft, _ = parse_recipe(["--config", "recipes/tiny-cpu.yaml"])
+    assert sft.trust_remote_code is False

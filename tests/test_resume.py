@@ -1,0 +1,128 @@
+"""Resume, determinism and a dying rank under sp=2, through the real launch path (accelerate + DeepSpeed, gloo).
+
+Three launches of tests/fixtures/resume.yaml (6 steps, checkpoint every 3) share the work:
+  A: uninterrupted, 6 steps, given a (fake) `--hub_token` that must appear nowhere it printed or wrote;
+  B: the same run, but rank 1 SIGKILLs itself entering step 5 (after checkpoint-3 was saved);
+  B resumed: `--resume_from_checkpoint true` (checkpoint-3) runs steps 4..6.
+Every rank records a fingerprint of the input_ids shard it computes at each step (tests/helpers/resume_probe.py).
+"""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from preflight.recipe import RecipeError, parse_recipe
+from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+
+pytestmark = pytest.mark.distributed
+
+PROBE = "tests/helpers/resume_probe.py"
+SP2 = "accelerate_configs/cpu-sp2.yaml"
+KILL_STEP = 5
+FAKE_TOKEN = "hf_NeverPrintThis0123456789abcdef"  # run A is given it as `--hub_token`
+DEATH_BUDGET_S = 150  # start-up (~25 s on 2 busy cores) + 4 steps + torchrun tearing the group down
+
+
+def launch(out: Path, probe: Path, *args: str, env: dict | None = None, timeout: int = 600):
+    probe.mkdir(parents=True, exist_ok=True)
+    argv = ["--config", "tests/fixtures/resume.yaml", "--output_dir", str(out), *args]
+    return accelerate_launch(SP2, PROBE, argv, timeout=timeout, env={"PROBE_DIR": str(probe), **(env or {})})
+
+
+def fingerprints(probe: Path) -> dict[int, dict[int, str]]:
+    """{rank: {step: fingerprint}}; a step computed twice (killed, then resumed) keeps its last record."""
+    ranks = {}
+    for path in sorted(probe.glob("rank*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        ranks[int(path.stem[4:])] = {row["step"]: row["input_ids"] for row in rows}
+    return ranks
+
+
+def losses(rows: list[dict]) -> dict[int, float]:
+    return {row["step"]: row["loss"] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("resume")
+    full = launch(root / "A", root / "probe-A", "--hub_token", FAKE_TOKEN)
+    assert_ok(full)
+    start = time.monotonic()
+    killed = launch(
+        root / "B",
+        root / "probe-B",
+        "--ddp_timeout",
+        "30",
+        env={"PROBE_KILL_RANK": "1", "PROBE_KILL_STEP": str(KILL_STEP)},
+        timeout=DEATH_BUDGET_S + 60,
+    )
+    died_after = time.monotonic() - start
+    resumed = launch(root / "B", root / "probe-B", "--resume_from_checkpoint", "true")
+    assert_ok(resumed)
+    return {"root": root, "full": full, "killed": killed, "died_after": died_after, "resumed": resumed}
+
+
+def test_dying_rank_fails_the_launch_in_bounded_time_naming_it(runs):
+    killed = runs["killed"]
+    assert killed.returncode != 0
+    assert runs["died_after"] < DEATH_BUDGET_S
+    root_cause = killed.stderr.split("Root Cause", 1)[-1]
+    assert "rank      : 1" in root_cause and "SIGKILL" in root_cause, killed.stderr[-3000:]
+
+
+def test_checkpoint_before_the_death_resumes_to_the_uninterrupted_losses(runs):
+    full = losses(log_history(runs["root"] / "A"))
+    resumed = losses(log_history(runs["root"] / "B"))
+    assert sorted(full) == sorted(resumed) == [1, 2, 3, 4, 5, 6]
+    computed = [
+        json.loads(line)["step"] for line in (runs["root"] / "probe-B" / "rank1.jsonl").read_text().splitlines()
+    ]
+    assert computed == [1, 2, 3, 4, 4, 5, 6]  # rank 1 died entering 5; resumed from checkpoint-3
+    for step in (4, 5, 6):  # fp32 on CPU, same reductions in the same order: equal to rounding
+        assert resumed[step] == pytest.approx(full[step], rel=1e-6, abs=0), step
+
+
+def test_resumed_run_sees_the_uninterrupted_data_order(runs):
+    full, resumed = fingerprints(runs["root"] / "probe-A"), fingerprints(runs["root"] / "probe-B")
+    assert sorted(full) == sorted(resumed) == [0, 1]
+    for rank in (0, 1):
+        assert resumed[rank] == full[rank], f"rank {rank}: data order differs after resume"
+
+
+def test_same_recipe_and_seed_give_identical_first_losses(runs):
+    """Determinism: run B was a fresh run until it died; its checkpoint's log matches run A exactly."""
+    before_death = json.loads((runs["root"] / "B" / "checkpoint-3" / "trainer_state.json").read_text())
+    first = losses([row for row in before_death["log_history"] if "loss" in row])
+    full = losses(log_history(runs["root"] / "A"))
+    assert first == {step: full[step] for step in (1, 2, 3)}
+
+
+def test_checkpoint_records_its_topology(runs):
+    saved = json.loads((runs["root"] / "A" / "checkpoint-3" / "topology.json").read_text())
+    assert saved == {
+        "world_size": 2,
+        "sp_size": 2,
+        "dp_replicate": 1,
+        "dp_shard": 1,
+        "recipe": "tests/fixtures/resume.yaml",
+        "seed": 11,
+    }
+
+
+def test_resume_on_another_mesh_is_refused_before_launch(runs):
+    checkpoint = runs["root"] / "A" / "checkpoint-3"
+    argv = ["--config", "tests/fixtures/resume.yaml", "--output_dir", str(runs["root"] / "C")]
+    argv += ["--accelerate_config", "accelerate_configs/cpu-sp4.yaml", "--resume_from_checkpoint", str(checkpoint)]
+    with pytest.raises(RecipeError) as exc:
+        parse_recipe(argv)
+    (problem,) = [p for p in exc.value.problems if "resume_from_checkpoint" in p]
+    assert "world_size=2, sp_size=2" in problem and "world_size=4, sp_size=4" in problem
+    assert "python -m training.universal" in problem
+
+
+def test_hub_token_appears_nowhere(runs):
+    assert FAKE_TOKEN not in runs["full"].stdout + runs["full"].stderr
+    written = [p for p in (runs["root"] / "A").rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
+    assert written == []
