@@ -49,14 +49,12 @@ TINY_FEATURES = {
 }
 
 
-def preflight_estimate(config, seq_len: int, liger: bool, offload: bool, tiled: bool) -> float | None:
-    """preflight.memory's estimate in GiB for this point, or None until that module exists."""
-    try:
-        from preflight.memory import estimate
-    except ImportError:
-        return None
+def preflight_estimate(config, seq_len: int, liger: bool, offload: bool, tiled: bool) -> float:
+    """preflight.memory's estimate in GiB for this point, printed beside the measurement."""
+    from preflight.memory import estimate
+
     plan = estimate(
-        config,
+        config.to_dict(),
         seq_len=seq_len,
         sp=1,
         num_gpus=1,
@@ -70,7 +68,7 @@ def preflight_estimate(config, seq_len: int, liger: bool, offload: bool, tiled: 
         lora=True,  # frozen base: the closest of preflight's modes to what is measured here
         micro_batch=1,
     )
-    return round(plan.total_gib, 1)
+    return round(plan.total_gib, 2)
 
 
 def build_model(tiny: bool, liger: bool, offload: bool, tiled: bool):
