@@ -29,12 +29,6 @@ def kernel_problems(launch, where: str) -> list[Problem]:
     return problems
 
 
-def is_packed(launch) -> bool:
-    """Packed rows: TRL's packing/padding-free collator, or data_prep's packed output (`prepare_data: packed`)."""
-    sft = launch.sft
-    return bool(sft.packing or sft.padding_free) or getattr(launch.recipe, "prepare_data", "off") == "packed"
-
-
 def packing_problems(launch) -> list[Problem]:
     sp, sft = launch.topo.sp_size, launch.sft
     if sp == 1 or not (sft.packing or sft.padding_free):

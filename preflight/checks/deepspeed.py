@@ -1,6 +1,7 @@
 """DeepSpeed: a ZeRO stage SP supports, precision and batch sizes that agree with the recipe."""
 
 from preflight.problems import Problem, error, warning
+from training.isolation_policy import is_packed
 
 
 def is_auto(value) -> bool:
@@ -34,9 +35,7 @@ def batch_problems(launch, ds: dict) -> list[Problem]:
         if not is_auto(ds.get(ds_key)) and ds.get(ds_key) != value:
             msg = f"is {ds.get(ds_key)} but the recipe's {recipe_key} is {value}"
             problems.append(error(where, ds_key, msg, f'set it to "auto" (or {value})'))
-    from preflight.checks.attention import is_packed
-
-    if is_packed(launch) and sft.per_device_train_batch_size != 1:
+    if is_packed(launch.recipe, launch.sft) and sft.per_device_train_batch_size != 1:
         msg = f"is {sft.per_device_train_batch_size} with packed data; packed rows are one sequence each"
         problems.append(error(launch.source, "per_device_train_batch_size", msg, "set it to 1"))
     return problems
