@@ -1,7 +1,7 @@
 """Prepare a long-context SFT dataset: tokenize, pack and pad to SP-safe lengths, with a report.
 
 Usage:
-    python -m data_prep --recipe recipes/tiny-cpu.yaml [--force] [-- RECIPE_OVERRIDES...]
+    python -m data_prep --recipe recipes/tiny-llama/sft-2k-cpu-sp2.yaml [--force] [-- RECIPE_OVERRIDES...]
     python -m data_prep --input data/*.jsonl --tokenizer recipes/assets/tiny-llama --max-length 4096 \
         --sp-size 4 [--format text|messages|prompt_completion] [--policy split|truncate|drop] \
         [--mode packed|unpacked] [--alignment 64] [--fixed-length] [--output data/prepared] [--force]
@@ -44,8 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_recipe(args, overrides: list[str]):
+    from config.paths import resolve_recipe
+    from config.recipe import RecipeError, parse_recipe, recipe_topology
     from data_prep.config import from_recipe
-    from preflight.recipe import RecipeError, parse_recipe, recipe_topology, resolve_recipe
 
     given = [f"--{f.replace('_', '-')}" for f in RECIPE_ONLY_FLAGS if getattr(args, f) is not None]
     if given:

@@ -113,7 +113,7 @@ def tokenizer_fingerprint(name: str) -> str:
 
 def from_recipe(recipe, sft, model, topo, **overrides) -> PrepConfig:
     """The PrepConfig a parsed recipe asks for; sp_size comes from its accelerate YAML, never typed twice."""
-    from preflight.recipe import REPO_ROOT
+    from config.paths import REPO_ROOT
 
     name = recipe.dataset_name
     local = Path(name) if Path(name).exists() else REPO_ROOT / name

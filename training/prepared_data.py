@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
+from config.recipe import RecipeError
 from data_prep.config import from_recipe
 from data_prep.writer import DATASET, is_complete
-from preflight.recipe import RecipeError
 from training.collator import PreparedCollator
 
 
