@@ -38,6 +38,14 @@ PATCHES: tuple[Patch, ...] = (
         written_against="transformers==5.23.0",
     ),
     Patch(
+        target="transformers.masking_utils.sdpa_mask",
+        installed_by="training.isolation:install_document_isolation",
+        why="`sdpa` in AttentionMaskInterface returns no mask without padding: the isolated sdpa never reads the "
+        "[B, 1, S, S] packed mask transformers would build (S^2 bytes a rank); other cases call this function",
+        written_against="transformers==5.23.0",
+        source_sha256="a30991b130d8ebbf3e9bf9a267fe1297001c35f3f81cb53ca55cdcf169b6df70",
+    ),
+    Patch(
         target="transformers.training_args.is_torch_bf16_gpu_available",
         installed_by="preflight.load:parse_known",
         why="a bf16 GPU recipe is validated on a machine without a GPU; the GPU checks are preflight's own",
