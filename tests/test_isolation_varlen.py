@@ -37,9 +37,8 @@ def reference_varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *
     outs = []
     for start, end in zip(cu_seq_q[:-1].tolist(), cu_seq_q[1:].tolist(), strict=True):
         q, k, v = (t[start:end].transpose(0, 1) for t in (query, key, value))
-        outs.append(
-            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=enable_gqa)
-        )
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        outs.append(sdpa(q, k, v, is_causal=True, scale=scale, enable_gqa=enable_gqa))
     return torch.cat(outs, dim=1).transpose(0, 1)
 
 
