@@ -25,8 +25,7 @@ TAIL_COPIES = 4.5  # s x h, not checkpointed: the final RMSNorm's saved fp32 ten
 # from the calibration points that are not held out (memory_plan/calibration.py).
 LIGER_COPIES = {"hidden": 2.0, "mlp": 2.0, "tail": 2.5}  # fitted: worst 12% over the calibration points
 HF_COPIES = {"hidden": HIDDEN_COPIES, "mlp": MLP_COPIES, "tail": TAIL_COPIES}
-HF_LOGIT_BYTES = 14  # per token and vocabulary entry: bf16 logits, fp32 upcast, fp32 log-softmax, fp32 gradient
-HF_LOGIT_BYTES_GPU = 12  # the same on CUDA, where the ALST paper and Liger count 10; set from calibration points
+HF_LOGIT_BYTES = 12  # per token and vocabulary entry: bf16 logits and fp32 upcast, log-softmax, gradient
 TRL_VOCAB_CHUNK = 32768  # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE
 TRL_TOKEN_CHUNK = 4096  # trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE
 
@@ -111,14 +110,12 @@ def lm_head(arch: Arch, s: int, head: str, trainable_head: bool = True) -> float
       published runs used): the bf16 input gradient, one bf16 chunk of next_pow2(s / ceil(V / h)) x V
       logits, the fp32 weight gradient.
     - `hf` (transformers' own loss, what "plain Hugging Face" measurements ran): the full logits in bf16,
-      their fp32 upcast, the fp32 log-softmax and the fp32 gradient, HF_LOGIT_BYTES x s x V (measured on
-      CPU in bf16; the ALST paper and Liger count 10, without the log-softmax output).
+      their fp32 upcast, log-softmax and gradient at their peak, HF_LOGIT_BYTES x s x V (measured on CPU in
+      bf16, the same value the GPU calibration points prefer; the ALST paper and Liger count 10).
     """
     vh = arch.vocab * arch.hidden
     if head == "hf":
         return HF_LOGIT_BYTES * s * arch.vocab
-    if head == "hf-gpu":
-        return HF_LOGIT_BYTES_GPU * s * arch.vocab
     if head == "liger":
         chunk = 2 ** math.ceil(math.log2(max(math.ceil(s / math.ceil(arch.vocab / arch.hidden)), 1)))
         return BF16 * s * arch.hidden + BF16 * min(chunk, s) * arch.vocab + (4 * vh if trainable_head else 0)
@@ -128,7 +125,8 @@ def lm_head(arch: Arch, s: int, head: str, trainable_head: bool = True) -> float
 
 def packed_mask(s: int, micro_batch: int, built: bool) -> float:
     """transformers' `sdpa_mask` builds a boolean [B, 1, s, s] mask for packed rows (restarting position_ids)
-    on each rank's shard. The isolated sdpa (training/isolation.py) registers a mask function that builds
+    on each rank's shard, kept through forward and backward (3 s^2 for a moment while it is built, before
+    the layers allocate; measured). The isolated sdpa (training/isolation.py) registers a mask function that builds
     none; it is built only when stock sdpa runs packed rows (isolation off)."""
     per_row = s // micro_batch
     return micro_batch * per_row * per_row if built else 0.0
