@@ -84,3 +84,25 @@ def test_max_seq_len_is_the_boundary():
     fit = max_seq_len(config, gib, sp=8, num_gpus=8, **STACK)
     assert estimate(config, seq_len=fit, sp=8, num_gpus=8, **STACK).total_gib <= gib
     assert estimate(config, seq_len=fit + 8 * 1024, sp=8, num_gpus=8, **STACK).total_gib > gib
+
+
+@pytest.mark.parametrize("over, level", [(1.2, "warning"), (refuse_factor() + 0.1, "error")])
+def test_memory_fit_refuses_only_past_the_published_headroom(over, level, monkeypatch):
+    """A plan over the GPU but inside what published runs needed is a warning; beyond it, an error."""
+    from types import SimpleNamespace
+
+    from preflight.checks import memory_fit
+
+    gib = 74.5
+    plan = estimate(arch_config(LLAMA_8B), seq_len=131072, sp=8, num_gpus=8, **STACK)
+    scaled = MemoryPlan(**{k: v * over * gib / plan.total_gib for k, v in plan.__dict__.items()})
+    monkeypatch.setattr(memory_fit, "estimate", lambda *a, **k: scaled)
+    monkeypatch.setattr(memory_fit, "max_seq_len", lambda *a, **k: 65536)
+    monkeypatch.setattr(memory_fit, "plan_options", lambda launch: {})
+    monkeypatch.setattr(memory_fit, "gpu_gib", lambda launch: gib)
+    launch = SimpleNamespace(
+        facts=SimpleNamespace(config={}), topo=SimpleNamespace(sp_size=8), source="r.yaml", recipe=SimpleNamespace(),
+        sft=SimpleNamespace(use_cpu=False, max_length=131072, gradient_checkpointing=True, use_liger_kernel=True),
+    )  # fmt: skip
+    problems = memory_fit.check(launch)
+    assert len(problems) == 1 and problems[0].severity == level, problems
