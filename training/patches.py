@@ -45,12 +45,6 @@ PATCHES: tuple[Patch, ...] = (
         written_against="transformers==5.23.0",
         source_sha256="a30991b130d8ebbf3e9bf9a267fe1297001c35f3f81cb53ca55cdcf169b6df70",
     ),
-    Patch(
-        target="transformers.training_args.is_torch_bf16_gpu_available",
-        installed_by="preflight.load:parse_known",
-        why="a bf16 GPU recipe is validated on a machine without a GPU; the GPU checks are preflight's own",
-        written_against="transformers==5.23.0",
-    ),
     # Per-instance `forward` replacements (training/alst.py: TiledMLP on each MLP, host offload around each
     # checkpointed decoder layer) and the universal-checkpoint config mutation (training/resume.py) are
     # listed here by the structure work; add every new patch to this tuple.
