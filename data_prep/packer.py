@@ -7,6 +7,7 @@ the same bins. Memory: the lengths plus about 24 bytes per segment while packing
 placement's bin, as flat arrays), and one sorted-list entry per bin with room left; no token is touched.
 """
 
+import itertools
 from array import array
 
 import numpy as np
@@ -49,7 +50,7 @@ def single_bins(lengths: np.ndarray, capacity: int | None = None) -> tuple[np.nd
 def as_lists(members: np.ndarray, starts: np.ndarray) -> list[list[int]]:
     flat = members.tolist()
     bounds = starts.tolist()
-    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [flat[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def pack_bfd(lengths: np.ndarray, capacity: int) -> list[list[int]]:

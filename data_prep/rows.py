@@ -10,13 +10,9 @@ memory is one chunk of rows plus the per-segment arrays, whatever the corpus siz
 import numpy as np
 
 from data_prep.assemble import IGNORE, Segments, build_rows
-from data_prep.counts import Counts
 from data_prep.layout import Layout
 from data_prep.packer import bfd_bins, single_bins
-from data_prep.progress import Progress
 from data_prep.store import SegmentStore
-from data_prep.verify import Written
-from data_prep.writer import AtomicWriter
 
 
 def chunks(row_slots: np.ndarray, budget: int):

@@ -24,7 +24,8 @@ class SegmentStore:
         self.tokens = 0
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
-            self.files = (open(folder / "ids.int32", "wb"), open(folder / "trainable.bool", "wb"))
+            # open across many add_batch calls, closed by take()/close(): no single `with` block spans them
+            self.files = (open(folder / "ids.int32", "wb"), open(folder / "trainable.bool", "wb"))  # noqa: SIM115
 
     def add_batch(self, ids: np.ndarray, trainable: np.ndarray, doc_lengths: np.ndarray, chunk: int) -> int:
         """Documents back to back in `ids`/`trainable`, `doc_lengths` tokens each; returns the segment count."""
