@@ -131,7 +131,7 @@ class Encoder:
         os.environ["TOKENIZERS_PARALLELISM"] = "true" if num_proc != 1 else "false"
         self.tok = load_tokenizer(name)
         self.encode = BatchEncoder(self.tok)
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tokenize")
 
     def map(self, jobs, ahead: int = 2):
         """Yield `(job, Encoded)` for an iterable of (fmt, payloads) jobs, in order (determinism).
