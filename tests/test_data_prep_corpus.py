@@ -20,22 +20,8 @@ from data_prep.writer import DATASET, REPORT, AtomicWriter
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
 PAD = 2  # the tiny tokenizer's <|pad|>
-WORDS = [
-    "the",
-    "river",
-    "crosses",
-    "a",
-    "long",
-    "road",
-    "while",
-    "seven",
-    "blue",
-    "foxes",
-    "find",
-    "the",
-    "harbour",
-    "door",
-]
+WORDS = ["the", "river", "crosses", "a", "long", "road", "while", "seven", "blue", "foxes"]
+WORDS += ["find", "the", "harbour", "door"]
 
 
 def corpus(path: Path, n: int = 300) -> Path:
