@@ -6,23 +6,28 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-RECIPE ?= tiny-cpu
+RECIPE ?= tiny-llama/sft-2k-cpu-sp2
+# ARGS: recipe overrides, for every target (`--max_length 4096`); each tool's own flags have their own variable.
 ARGS ?=
+PREP_FLAGS ?=
+PROBE_FLAGS ?=
+LADDER_FLAGS ?=
 PYTEST_ARGS ?=
-FLAGS ?=
+PREFLIGHT_FLAGS ?=
 
 .PHONY: help install install-gpu sft validate plan data probe gpu-ladder test test-all lint format lock
 
 help:
-	@echo "make sft [RECIPE=tiny-cpu] [ARGS=\"--max_steps 20\"]   train a recipe with its accelerate config"
-	@echo "make test                                            CPU test tier (what CI runs)"
-	@echo "make lint | format                                   ruff check + format check | apply ruff"
-	@echo "make install | install-gpu                           .venv with pinned deps (| plus flash-attn)"
-	@echo "make data [RECIPE=tiny-cpu] [ARGS=--force]           prepare (tokenize, pack, pad) the recipe's dataset"
-	@echo "make validate RECIPE=.. [FLAGS=\"--num-gpus 8\"]       preflight: every problem of a launch, before any GPU work"
-	@echo "make plan RECIPE=.. [FLAGS=\"--gpu-memory-gb 80\"]     the mesh, tokens per rank and the memory plan per rank"
-	@echo "make probe RECIPE=.. [ARGS=\"--sp 2\"]                 prove packed documents stay isolated (exit 1 on a leak)"
-	@echo "make gpu-ladder [ARGS=--tiny]                        single-GPU ALST memory ladder (benchmarks/)"
+	@echo "RECIPE names a file under recipes/ without .yaml (default tiny-llama/sft-2k-cpu-sp2); ARGS are recipe overrides"
+	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]            train a recipe with its accelerate config"
+	@echo "make test                                               CPU test tier (what CI runs)"
+	@echo "make lint | format                                      ruff check + format check | apply ruff"
+	@echo "make install | install-gpu                              .venv with pinned deps (| plus flash-attn)"
+	@echo "make data [RECIPE=..] [PREP_FLAGS=--force]              prepare (tokenize, pack, pad) the recipe's dataset"
+	@echo "make validate RECIPE=.. [PREFLIGHT_FLAGS=\"--num-gpus 8\"] preflight: every problem of a launch, before any GPU work"
+	@echo "make plan RECIPE=.. [PREFLIGHT_FLAGS=\"--gpu-memory-gb 80\"] the mesh, tokens per rank and the memory plan per rank"
+	@echo "make probe RECIPE=.. [PROBE_FLAGS=\"--sp 2\"]              prove packed documents stay isolated (exit 1 on a leak)"
+	@echo "make gpu-ladder [LADDER_FLAGS=--tiny]                   single-GPU ALST memory ladder (benchmarks/)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -41,26 +46,26 @@ install-gpu: $(STAMP)
 
 # Preflight first: a broken launch stops here, before any download or process start.
 sft: $(STAMP)
-	$(PY) -m preflight $(RECIPE) --this-machine $(FLAGS) -- $(ARGS)
+	$(PY) -m preflight $(RECIPE) --this-machine $(PREFLIGHT_FLAGS) -- $(ARGS)
 	$(PY) -m data_prep --recipe $(RECIPE) --skip-if-off -- $(ARGS)
-	$(PY) -m preflight.launch $(RECIPE) -- $(ARGS)
+	$(PY) -m launcher $(RECIPE) -- $(ARGS)
 
-# ARGS: data_prep flags (--force, --num-proc N); recipe overrides go after `--`: ARGS="-- --max_length 4096"
+# PREP_FLAGS: data_prep's own flags (--force, --num-proc N)
 data: $(STAMP)
-	$(PY) -m data_prep --recipe $(RECIPE) $(ARGS)
+	$(PY) -m data_prep --recipe $(RECIPE) $(PREP_FLAGS) -- $(ARGS)
 
 validate: $(STAMP)
-	$(PY) -m preflight $(RECIPE) $(FLAGS)
+	$(PY) -m preflight $(RECIPE) $(PREFLIGHT_FLAGS) -- $(ARGS)
 
 plan: $(STAMP)
-	$(PY) -m preflight plan $(RECIPE) $(FLAGS)
+	$(PY) -m preflight plan $(RECIPE) $(PREFLIGHT_FLAGS) -- $(ARGS)
 
 probe: $(STAMP)
-	$(PY) -m preflight.probe $(RECIPE) $(ARGS)
+	$(PY) -m isolation_probe $(RECIPE) $(PROBE_FLAGS)
 
 # On a GPU machine without network use `benchmarks/gpu_memory_ladder.sh run` (offline wheels) instead.
 gpu-ladder: $(STAMP)
-	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $(PY) benchmarks/gpu_memory_ladder.py $(ARGS)
+	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $(PY) benchmarks/gpu_memory_ladder.py $(LADDER_FLAGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,6 +1,6 @@
 """Single-GPU memory ladder: how long a sequence Llama-3.1-8B trains on one GPU with each ALST feature.
 
-What it measures: the Llama-3.1-8B architecture (preflight/architectures snapshot) with random bf16
+What it measures: the Llama-3.1-8B architecture (architectures snapshot) with random bf16
 weights, sdpa attention, gradient checkpointing, sp=1, micro-batch 1, one forward+backward per point at
 32K, 64K, 128K, ... tokens, for four feature sets (ArcticTraining's single-H200 ladder order):
 
@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-ARCH = REPO / "preflight/architectures/meta-llama/Llama-3.1-8B-Instruct"
+ARCH = REPO / "architectures/meta-llama/Llama-3.1-8B-Instruct"
 TINY = REPO / "recipes/assets/tiny-llama"
 # name -> (liger, activation_checkpoint_offload, tiled_mlp)
 FEATURES = {
@@ -50,8 +50,8 @@ TINY_FEATURES = {
 
 
 def preflight_estimate(config, seq_len: int, liger: bool, offload: bool, tiled: bool) -> float:
-    """preflight.memory's estimate in GiB for this point, printed beside the measurement."""
-    from preflight.memory import estimate
+    """memory_plan.memory's estimate in GiB for this point, printed beside the measurement."""
+    from memory_plan.memory import estimate
 
     plan = estimate(
         config.to_dict(),

@@ -1,4 +1,4 @@
-"""Build the offline assets of the `tiny-cpu` recipe: model config, tokenizer and training corpus.
+"""Build the offline assets of the `tiny-llama/sft-2k-cpu-sp2` recipe: model config, tokenizer and training corpus.
 
 Usage:
     python -m data_prep.tiny_assets            # rewrite recipes/assets/ (deterministic)

@@ -14,11 +14,11 @@ import json
 import os
 import sys
 
+from config.paths import RECIPES_DIR, recipe_names, resolve_recipe, unknown_recipe_message
+from config.problems import error
 from preflight.checks import run_checks
 from preflight.load import Launch, Machine, load_launch
 from preflight.machine import resolve_machine
-from preflight.problems import error
-from preflight.recipe import REPO_ROOT, resolve_recipe
 
 
 def positive(text: str) -> int:
@@ -121,10 +121,9 @@ def main(argv: list[str]) -> int:
         print("error: name one RECIPE, or pass --all", file=sys.stderr)
         return 2
     if args.recipe and not resolve_recipe(args.recipe).is_file():
-        names = ", ".join(sorted(p.stem for p in (REPO_ROOT / "recipes").glob("*.yaml")))
-        print(f"error: no recipe {args.recipe!r} ({resolve_recipe(args.recipe)}); known: {names}", file=sys.stderr)
+        print(f"error: {unknown_recipe_message(args.recipe)}", file=sys.stderr)
         return 2
-    recipes = [args.recipe] if args.recipe else [str(p) for p in sorted((REPO_ROOT / "recipes").rglob("*.yaml"))]
+    recipes = [args.recipe] if args.recipe else [str(RECIPES_DIR / f"{n}.yaml") for n in recipe_names()]
     failed = 0
     for recipe in recipes:
         launch, problems, notes = check_launch(recipe, overrides, args)

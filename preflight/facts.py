@@ -1,7 +1,7 @@
 """The model facts the checks and the memory plan need, resolved offline from the model's `config.json`.
 
 Looked up, in order: a local folder (`model_name_or_path` is a path), the Hugging Face cache, and the
-architecture snapshot shipped under preflight/architectures/<org>/<name>/. Nothing is ever downloaded:
+architecture snapshot shipped under architectures/<org>/<name>/. Nothing is ever downloaded:
 preflight must answer before any network or GPU work, and with no network at all.
 """
 
@@ -10,8 +10,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-ARCHITECTURES = Path(__file__).resolve().parent / "architectures"
-REPO_ROOT = ARCHITECTURES.parent.parent
+from config.paths import ARCHITECTURES_DIR as ARCHITECTURES
+from config.paths import REPO_ROOT
+
 ROPE_KEYS = ("rope_parameters", "rope_scaling")
 
 

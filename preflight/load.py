@@ -2,7 +2,7 @@
 
 Each missing, malformed or misspelt input becomes a `Problem`, and loading carries on with what it could
 read, so one run reports every fault. The recipe goes through the entrypoint's own TRL parser
-(`preflight.recipe.make_parser`): preflight accepts exactly what `recipes/sft.py` accepts.
+(`config.recipe.make_parser`): preflight accepts exactly what `recipes/sft.py` accepts.
 """
 
 import contextlib
@@ -13,11 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from config.paths import display_path, recipe_names, repo_path, resolve_recipe
+from config.problems import Problem, error
+from config.recipe import make_parser
+from config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 from preflight.checks.files import nearest_key_problems, recipe_keys
 from preflight.facts import ModelFacts, recipe_facts
-from preflight.problems import Problem, error
-from preflight.recipe import REPO_ROOT, make_parser, resolve_recipe
-from preflight.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 
 STRING_KEYS = (
     "accelerate_config", "model_name_or_path", "model_revision", "attn_implementation", "dtype", "dataset_name",
@@ -53,18 +54,6 @@ class Launch:
     ds: dict | None = None
     facts: ModelFacts | None = None
     problems: list[Problem] = field(default_factory=list)
-
-
-def display_path(path: Path) -> str:
-    path = Path(path)
-    resolved = path.resolve()
-    return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(path)
-
-
-def repo_path(value: str) -> Path:
-    """Config paths in recipes and accelerate YAMLs are relative to the repository root (where launches run)."""
-    path = Path(value)
-    return path if path.is_absolute() or path.exists() else REPO_ROOT / path
 
 
 def split_overrides(argv: list[str]) -> dict:
@@ -192,7 +181,7 @@ def load_model_facts(launch: Launch) -> None:
     )
     if launch.facts is None and isinstance(name, str):
         fix = (
-            f"add its config.json to preflight/architectures/{name}/ (copy it from the Hub), "
+            f"add its config.json to architectures/{name}/ (copy it from the Hub), "
             f"or download it once with `hf download {name} config.json`"
         )
         msg = f"no offline config.json for {name!r} (local folder, Hugging Face cache, shipped snapshots)"
@@ -204,8 +193,9 @@ def load_launch(recipe: str, overrides: list[str], machine: Machine) -> Launch:
     path = resolve_recipe(recipe)
     launch = Launch(source=display_path(path), machine=machine)
     if not path.is_file():
-        names = ", ".join(sorted(p.stem for p in (REPO_ROOT / "recipes").glob("*.yaml")))
-        launch.problems.append(error(recipe, "recipe", f"no recipe file {path}", f"use one of: {names}"))
+        launch.problems.append(
+            error(recipe, "recipe", f"no recipe file {path}", f"use one of: {', '.join(recipe_names())}")
+        )
         return launch
     load_recipe(launch, path, split_overrides(overrides))
     if not launch.raw:  # unreadable or empty: nothing else can be resolved from it

@@ -12,7 +12,7 @@ def offloaded(launch, what: str) -> bool:
 
 
 def plan_options(launch) -> dict:
-    """Keyword arguments of `preflight.memory.estimate` (less seq_len and sp) for this launch."""
+    """Keyword arguments of `memory_plan.memory.estimate` (less seq_len and sp) for this launch."""
     sft, recipe, topo, ds = launch.sft, launch.recipe, launch.topo, launch.ds or {}
     machine = launch.machine
     return {

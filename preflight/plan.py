@@ -1,11 +1,11 @@
 """`python -m preflight plan RECIPE`: the resolved mesh, tokens per rank and step, and the memory table.
 
-Needs no GPU: the memory plan is analytic (preflight/memory.py), and the largest max_length is solved
+Needs no GPU: the memory plan is analytic (memory_plan/memory.py), and the largest max_length is solved
 from it for the GPU given by --gpu-memory-gb (or the visible one; 80 GB when neither is known).
 """
 
+from memory_plan.memory import estimate, max_seq_len
 from preflight.facts import position_range
-from preflight.memory import estimate, max_seq_len
 from preflight.options import gpu_gib, plan_options
 
 DEFAULT_GB = 80.0

@@ -2,13 +2,14 @@
 
 Launch from the repository root with the accelerate YAML the recipe names in `accelerate_config`:
 
-    accelerate launch --config_file accelerate_configs/cpu-sp2.yaml recipes/sft.py --config recipes/tiny-cpu.yaml
+    accelerate launch --config_file accelerate_configs/cpu-sp2.yaml recipes/sft.py \
+        --config recipes/tiny-llama/sft-2k-cpu-sp2.yaml
 
-or let make resolve the pair: `make sft RECIPE=tiny-cpu ARGS="--max_steps 10"`. Any recipe key can be
+or let make resolve the pair: `make sft RECIPE=tiny-llama/sft-2k-cpu-sp2 ARGS="--max_steps 10"`. Any recipe key can be
 overridden on the command line (`--learning_rate 1.0e-4`); unknown keys are errors, never ignored.
 
 What this adds to TRL's `trl/scripts/sft.py`: strict recipe parsing with checks against the topology
-(preflight/recipe.py), a refusal to run on a topology other than the recipe's, a random-weight mode
+(config/recipe.py), a refusal to run on a topology other than the recipe's, a random-weight mode
 (`model_init: random`), padding to a multiple of sp by default, and a report of the mesh and of the
 sequence shard each rank actually received.
 """
@@ -22,10 +23,10 @@ from datasets import load_dataset
 from transformers import AutoTokenizer
 from trl import SFTTrainer, get_peft_config
 
-from preflight.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
-from preflight.topology import Topology
+from config.checkpoints import resolve_resume
+from config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
+from config.topology import Topology
 from training.alst import apply_alst
-from training.checkpoint_topology import resolve_resume
 from training.credentials import move_hub_token_to_env
 from training.isolation import install_for_recipe, keep_packed_positions
 from training.metrics import ThroughputCallback
@@ -57,7 +58,7 @@ def check_launch(topo: Topology, source: str, use_cpu: bool = True) -> None:
                 (
                     f"needs {topo.world_size} GPUs ({topo.path}: {topo.num_machines} machine(s) x "
                     f"{topo.processes_per_machine} processes, sp={topo.sp_size}) but no CUDA GPU is visible; "
-                    "run it on its target hardware, or try the stack on CPU with `make sft RECIPE=tiny-cpu`"
+                    "run it on its target hardware, or try the stack on CPU with `make sft` (the tiny CPU recipe)"
                 )
             ],
         )

@@ -11,6 +11,7 @@ import torch
 import torch.multiprocessing as mp
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from config.rules.alst import alst_problems
 from tests.helpers.agree_shards import agree
 from tests.helpers.launch import free_port
 from training import alst
@@ -79,7 +80,7 @@ def test_offload_without_checkpointing_is_refused():
         model_config_overrides=None,
     )
     sft = SimpleNamespace(activation_checkpointing=False, gradient_checkpointing=False, use_liger_kernel=False)
-    problems = alst.alst_problems(recipe, sft, None, None, "r.yaml")
+    problems = alst_problems(recipe, sft, None, None, "r.yaml")
     assert problems and "gradient_checkpointing: true" in problems[0]
 
 
@@ -112,7 +113,7 @@ def lora_model(reentrant: bool):
 
 @pytest.mark.parametrize("reentrant", [True, False])
 def test_features_with_lora_same_loss_and_grads(reentrant):
-    """llama8b-256k-lora: both features on LoRA layers (adapter weights in the tiles), both checkpoint kinds."""
+    """lora-256k-sp8: both features on LoRA layers (adapter weights in the tiles), both checkpoint kinds."""
     base = loss_and_grads(lora_model(reentrant))
     model = lora_model(reentrant)
     alst.enable_tiled_mlp(model, 3)

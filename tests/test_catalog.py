@@ -12,22 +12,29 @@ from types import SimpleNamespace
 
 import pytest
 
-from preflight.recipe import parse_recipe, recipe_topology
+from config.recipe import parse_recipe, recipe_topology
 from training.model_config import build_config
 
 REPO = Path(__file__).resolve().parent.parent
-ARCHITECTURES = REPO / "preflight" / "architectures"
-GPU_RECIPES = sorted(p for p in (REPO / "recipes").glob("*.yaml") if p.stem != "tiny-cpu")
+ARCHITECTURES = REPO / "architectures"
+GPU_RECIPES = sorted(
+    p for p in (REPO / "recipes").rglob("*.yaml") if not p.is_relative_to(REPO / "recipes" / "tiny-llama")
+)
 CATALOG = {
-    "llama8b-32k",
-    "llama8b-128k",
-    "llama8b-256k",
-    "llama8b-256k-lora",
-    "llama8b-1m",
-    "qwen3-8b-128k",
-    "qwen3-32b-256k",
-    "llama70b-128k",
+    "llama3.1-8b/sft-32k-1gpu-offload",
+    "llama3.1-8b/sft-128k-sp4",
+    "llama3.1-8b/sft-256k-sp8",
+    "llama3.1-8b/lora-256k-sp8",
+    "llama3.1-8b/sft-1m-4x8-sp8-dp4",
+    "qwen3-8b/sft-128k-sp4",
+    "qwen3-32b/sft-256k-2x8-sp8-dp2",
+    "llama3.1-70b/sft-128k-2x8-sp8-dp2",
 }
+
+
+def name(path: Path) -> str:
+    """The recipe as `make sft RECIPE=...` spells it."""
+    return str(path.relative_to(REPO / "recipes").with_suffix(""))
 
 
 def parsed(path: Path):
@@ -45,10 +52,10 @@ def architecture(recipe, model):
 
 
 def test_catalog_is_complete():
-    assert {p.stem for p in GPU_RECIPES} >= CATALOG
+    assert {name(p) for p in GPU_RECIPES} >= CATALOG
 
 
-@pytest.mark.parametrize("path", GPU_RECIPES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", GPU_RECIPES, ids=name)
 def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     monkeypatch.chdir(REPO)
     recipe, sft, model = parsed(path)
@@ -63,17 +70,17 @@ def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     assert sft.use_liger_kernel, "full logits at these lengths would not fit"
 
 
-@pytest.mark.parametrize("path", GPU_RECIPES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", GPU_RECIPES, ids=name)
 def test_header_names_hardware_and_exact_launch(path):
     header = path.read_text().split("\naccelerate_config:")[0]
-    assert header.startswith(f"# {path.stem}:")
+    assert header.startswith(f"# {name(path)}:")
     assert "# Hardware:" in header and "# Figures:" in header
-    assert f"recipes/sft.py --config recipes/{path.stem}.yaml" in header
+    assert f"recipes/sft.py --config recipes/{name(path)}.yaml" in header
 
 
 def test_rope_override_reaches_the_config(monkeypatch):
     monkeypatch.chdir(REPO)
-    recipe, _, model = parsed(REPO / "recipes" / "llama8b-256k.yaml")
+    recipe, _, model = parsed(REPO / "recipes" / "llama3.1-8b/sft-256k-sp8.yaml")
     config = architecture(recipe, model)
     assert config.rope_parameters["rope_type"] == "llama3" and config.rope_parameters["factor"] == 16.0
     assert config.max_position_embeddings == 262144
@@ -88,9 +95,9 @@ def test_unknown_override_key_is_refused():
 
 
 def test_gpu_recipe_without_gpu_stops_before_download():
-    """What every rank of `make sft RECIPE=llama8b-256k` does on this CPU machine, offline."""
+    """What every rank of `make sft RECIPE=llama3.1-8b/sft-256k-sp8` does on this CPU machine, offline."""
     proc = subprocess.run(
-        [sys.executable, "recipes/sft.py", "--config", "recipes/llama8b-256k.yaml"],
+        [sys.executable, "recipes/sft.py", "--config", "recipes/llama3.1-8b/sft-256k-sp8.yaml"],
         cwd=REPO,
         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
         capture_output=True,
@@ -104,15 +111,15 @@ def test_gpu_recipe_without_gpu_stops_before_download():
 
 def test_random_mode_reads_a_snapshot_and_a_missing_one_is_refused(monkeypatch):
     """`model_init: random` + `model_config_source`: a real architecture without the model repository."""
-    from preflight.recipe import RecipeError
+    from config.recipe import RecipeError
 
     monkeypatch.chdir(REPO)
-    snapshot = "preflight/architectures/meta-llama/Llama-3.1-8B-Instruct"
-    args = ["--config", "recipes/llama8b-32k.yaml", "--model_init", "random"]
+    snapshot = "architectures/meta-llama/Llama-3.1-8B-Instruct"
+    args = ["--config", "recipes/llama3.1-8b/sft-32k-1gpu-offload.yaml", "--model_init", "random"]
     recipe, _, model = parse_recipe(args + ["--model_config_source", snapshot])
     assert build_config(recipe, model).num_hidden_layers == 32
     with pytest.raises(RecipeError, match="has no config.json"):
-        parse_recipe(args + ["--model_config_source", "preflight/architectures/nope"])
+        parse_recipe(args + ["--model_config_source", "architectures/nope"])
 
 
 def test_overrides_from_the_command_line_are_json(monkeypatch):
@@ -120,10 +127,15 @@ def test_overrides_from_the_command_line_are_json(monkeypatch):
     from training.model_config import build_random_model
 
     monkeypatch.chdir(REPO)
-    args = ["--config", "recipes/tiny-cpu.yaml", "--model_config_overrides", '{"max_position_embeddings": 8192}']
+    args = [
+        "--config",
+        "recipes/tiny-llama/sft-2k-cpu-sp2.yaml",
+        "--model_config_overrides",
+        '{"max_position_embeddings": 8192}',
+    ]
     recipe, _, model = parse_recipe(args)
     assert build_random_model(recipe, model, seed=0).config.max_position_embeddings == 8192
-    from preflight.recipe import RecipeError
+    from config.recipe import RecipeError
 
     with pytest.raises(RecipeError, match="`model_config_overrides` is not valid JSON"):
         parse_recipe(args[:-1] + ["{max_position_embeddings: 8192"])

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from preflight.topology import read_topology
-from training.checkpoint_topology import resolve_resume, resume_problems
+from config.checkpoints import resolve_resume, resume_problems
+from config.topology import read_topology
 
 REPO = Path(__file__).resolve().parent.parent
 SP2 = read_topology(REPO / "accelerate_configs/cpu-sp2.yaml")

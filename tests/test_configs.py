@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from preflight.recipe import RecipeError, parse_recipe, recipe_topology
-from preflight.topology import read_topology
+from config.recipe import RecipeError, parse_recipe, recipe_topology
+from config.topology import read_topology
 
 REPO = Path(__file__).resolve().parent.parent
-RECIPES = sorted((REPO / "recipes").rglob("*.yaml")) + sorted((REPO / "tests" / "fixtures").rglob("*.yaml"))
-ACCELERATE = sorted((REPO / "accelerate_configs").rglob("*.yaml"))
+RECIPES = sorted((REPO / "recipes").rglob("*.yaml")) + sorted((REPO / "tests" / "recipes").rglob("*.yaml"))
+ACCELERATE = sorted((REPO / "accelerate_configs").rglob("*.yaml")) + sorted(
+    (REPO / "tests" / "accelerate_configs").glob("*.yaml")
+)
 DEEPSPEED = sorted((REPO / "deepspeed_configs").rglob("*.json"))
 
 
@@ -26,7 +28,7 @@ def rel(path: Path) -> str:
 
 
 def test_globs_found_the_configs():
-    assert REPO / "recipes" / "tiny-cpu.yaml" in RECIPES
+    assert REPO / "recipes" / "tiny-llama/sft-2k-cpu-sp2.yaml" in RECIPES
     assert len(ACCELERATE) >= 3 and len(DEEPSPEED) >= 2
 
 
@@ -80,7 +82,9 @@ def test_deepspeed_config_loads(path):
 
 def test_unknown_recipe_key_names_file_and_suggestion(tmp_path):
     bad = tmp_path / "typo.yaml"
-    bad.write_text((REPO / "recipes" / "tiny-cpu.yaml").read_text().replace("max_length:", "max_lenght:"))
+    bad.write_text(
+        (REPO / "recipes" / "tiny-llama/sft-2k-cpu-sp2.yaml").read_text().replace("max_length:", "max_lenght:")
+    )
     with pytest.raises(RecipeError) as err:
         parse_recipe(["--config", str(bad)])
     assert str(bad) in str(err.value) and "`max_lenght`" in str(err.value) and "`max_length`" in str(err.value)
@@ -88,12 +92,12 @@ def test_unknown_recipe_key_names_file_and_suggestion(tmp_path):
 
 def test_unknown_command_line_key_is_an_error():
     with pytest.raises(RecipeError, match="unknown key `learning_rat`: did you mean `learning_rate`"):
-        parse_recipe(["--config", "recipes/tiny-cpu.yaml", "--learning_rat", "1"])
+        parse_recipe(["--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", "--learning_rat", "1"])
 
 
 def test_sp_rules_are_checked_together(tmp_path):
     """Several faults in one recipe are all reported, each with its fix."""
-    text = (REPO / "recipes" / "tiny-cpu.yaml").read_text()
+    text = (REPO / "recipes" / "tiny-llama/sft-2k-cpu-sp2.yaml").read_text()
     text = text.replace("max_length: 2048", "max_length: 2047").replace(
         "attn_implementation: sdpa", "attn_implementation: eager"
     )
@@ -114,7 +118,9 @@ def test_sp_rules_are_checked_together(tmp_path):
 
 def test_missing_accelerate_config_is_reported(tmp_path):
     bad = tmp_path / "missing.yaml"
-    bad.write_text((REPO / "recipes" / "tiny-cpu.yaml").read_text().replace("cpu-sp2.yaml", "cpu-sp3.yaml"))
+    bad.write_text(
+        (REPO / "recipes" / "tiny-llama/sft-2k-cpu-sp2.yaml").read_text().replace("cpu-sp2.yaml", "cpu-sp3.yaml")
+    )
     with pytest.raises(RecipeError, match="cpu-sp3.yaml: file not found"):
         parse_recipe(["--config", str(bad)])
 
@@ -129,7 +135,7 @@ def test_entrypoint_help_exits_zero():
 def test_entrypoint_refuses_the_wrong_topology():
     """Run without `accelerate launch` (world 1, sp=1) a recipe made for sp=2: refused, not silently sp=1."""
     proc = subprocess.run(
-        [sys.executable, "recipes/sft.py", "--config", "recipes/tiny-cpu.yaml"],
+        [sys.executable, "recipes/sft.py", "--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"],
         cwd=REPO,
         check=False,
         capture_output=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.recipe import RecipeError, parse_recipe
+from config.recipe import RecipeError, parse_recipe
 from training.credentials import REDACTED, move_hub_token_to_env, redact_argv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,7 +24,16 @@ def test_redact_argv_masks_token_flags_and_token_shaped_values():
 
 def test_launch_line_never_prints_the_token():
     proc = subprocess.run(
-        [sys.executable, "-m", "preflight.launch", "tiny-cpu", "--dry-run", "--", "--hub_token", TOKEN],
+        [
+            sys.executable,
+            "-m",
+            "launcher",
+            "tiny-llama/sft-2k-cpu-sp2",
+            "--dry-run",
+            "--",
+            "--hub_token",
+            TOKEN,
+        ],
         cwd=REPO,
         check=False,
         capture_output=True,
@@ -56,7 +65,12 @@ def remote_code_model(tmp_path) -> Path:
 
 
 def test_custom_model_code_needs_an_explicit_opt_in(tmp_path):
-    argv = ["--config", "recipes/tiny-cpu.yaml", "--model_name_or_path", str(remote_code_model(tmp_path))]
+    argv = [
+        "--config",
+        "recipes/tiny-llama/sft-2k-cpu-sp2.yaml",
+        "--model_name_or_path",
+        str(remote_code_model(tmp_path)),
+    ]
     with pytest.raises(RecipeError) as exc:
         parse_recipe(argv)
     assert any("trust_remote_code: true" in p for p in exc.value.problems)
@@ -64,5 +78,5 @@ def test_custom_model_code_needs_an_explicit_opt_in(tmp_path):
 
 
 def test_trust_remote_code_defaults_to_false():
-    _, sft, _ = parse_recipe(["--config", "recipes/tiny-cpu.yaml"])
+    _, sft, _ = parse_recipe(["--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"])
     assert sft.trust_remote_code is False

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from config.recipe import RecipeError, parse_recipe, recipe_topology
 from data_prep.__main__ import main
-from preflight.recipe import RecipeError, parse_recipe, recipe_topology
 from training.collator import PreparedCollator
 from training.prepared_data import prepared_dir
 
@@ -35,7 +35,7 @@ def test_bad_input_is_one_line_exit_2_without_traceback(tmp_path):
     [
         (["--max-length", "64"], "--tokenizer and --max-length are required"),
         (["--tokenizer", TOKENIZER, "--max-length", "100", "--sp-size", "8", "--input", "x"], "use 96"),
-        (["--recipe", "tiny-cpu", "--sp-size", "4"], "--sp-size conflict with --recipe"),
+        (["--recipe", "tiny-llama/sft-2k-cpu-sp2", "--sp-size", "4"], "--sp-size conflict with --recipe"),
         (["--recipe", "recipes/missing.yaml"], "file not found"),
     ],
 )
@@ -47,7 +47,11 @@ def test_cli_errors(args, message, capsys):
 
 def test_skip_if_off_and_off_without_it(tmp_path, capsys):
     off = tmp_path / "off.yaml"
-    off.write_text((REPO / "recipes/tiny-cpu.yaml").read_text().replace("prepare_data: unpacked", "prepare_data: off"))
+    off.write_text(
+        (REPO / "recipes/tiny-llama/sft-2k-cpu-sp2.yaml")
+        .read_text()
+        .replace("prepare_data: unpacked", "prepare_data: off")
+    )
     assert main(["--recipe", str(off), "--skip-if-off"]) == 0
     assert main(["--recipe", str(off)]) == 2
     assert "`prepare_data` is off" in capsys.readouterr().err
@@ -55,13 +59,13 @@ def test_skip_if_off_and_off_without_it(tmp_path, capsys):
 
 def recipe_problems(*overrides) -> str:
     with pytest.raises(RecipeError) as exc:
-        parse_recipe(["--config", "recipes/tiny-cpu.yaml", *overrides])
+        parse_recipe(["--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", *overrides])
     return str(exc.value)
 
 
 def test_packed_sdpa_under_sp_is_accepted_because_isolated():
     """sdpa isolates packed documents (training/isolation.py); the refusals live in test_isolation_policy.py."""
-    recipe, _, _ = parse_recipe(["--config", "recipes/tiny-cpu.yaml", "--prepare_data", "packed"])
+    recipe, _, _ = parse_recipe(["--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", "--prepare_data", "packed"])
     assert recipe.prepare_data == "packed"
 
 
@@ -71,8 +75,10 @@ def test_prepared_data_recipe_checks():
 
 
 def test_missing_prepared_data_names_make_data(tmp_path):
-    recipe, sft, model = parse_recipe(["--config", "recipes/tiny-cpu.yaml", "--prepared_data_dir", str(tmp_path)])
-    with pytest.raises(RecipeError, match=r"run `make data RECIPE=recipes/tiny-cpu.yaml`"):
+    recipe, sft, model = parse_recipe(
+        ["--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", "--prepared_data_dir", str(tmp_path)]
+    )
+    with pytest.raises(RecipeError, match=r"run `make data RECIPE=recipes/tiny-llama/sft-2k-cpu-sp2.yaml`"):
         prepared_dir(recipe, sft, model, recipe_topology(recipe))
 
 

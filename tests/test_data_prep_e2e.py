@@ -18,7 +18,7 @@ pytestmark = pytest.mark.distributed
 def test_make_sft_trains_on_packed_prepared_data_at_sp2(tmp_path):
     out = tmp_path / "packed-sp2"
     proc = subprocess.run(
-        ["make", "-s", "sft", "RECIPE=tests/fixtures/packed-sp2.yaml", f"ARGS=--max_steps 4 --output_dir {out}"],
+        ["make", "-s", "sft", "RECIPE=tests/recipes/packed-sp2.yaml", f"ARGS=--max_steps 4 --output_dir {out}"],
         cwd=REPO,
         check=False,
         capture_output=True,

@@ -4,9 +4,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from preflight.recipe import RecipeError, parse_recipe
+from config.recipe import RecipeError, parse_recipe
+from config.rules.isolation import isolation_guarantee, packed_isolation_problems
 from training.isolation import IsolationError, install_document_isolation, sliding_window_layers
-from training.isolation_policy import isolation_guarantee, packed_isolation_problems
 
 TOPO = SimpleNamespace(sp_size=2)
 
@@ -52,7 +52,12 @@ def test_allowed(case):
 
 
 def test_check_recipe_refuses_packing_with_eager():
-    argv = ["--config", "recipes/tiny-cpu.yaml", "--accelerate_config", "accelerate_configs/cpu-sp1.yaml"]
+    argv = [
+        "--config",
+        "recipes/tiny-llama/sft-2k-cpu-sp2.yaml",
+        "--accelerate_config",
+        "accelerate_configs/cpu-sp1.yaml",
+    ]
     argv += ["--prepare_data", "off"]  # TRL packing; data_prep refuses it beside prepared data
     with pytest.raises(RecipeError, match="packed documents would attend to each other: eager"):
         parse_recipe([*argv, "--packing", "true", "--attn_implementation", "eager"])

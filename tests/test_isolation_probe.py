@@ -1,7 +1,7 @@
 """The isolation probe, run as CI runs it: in-process at sp=1, under accelerate launch at sp=2 and sp=4.
 
 Each SP launch also probes stock sdpa (isolation switched off) in the same processes, which must leak:
-that is issue 7's bug, and the proof that the probe can fail. The same launches check packed parity:
+that is the bug isolation fixes, and the proof that the probe can fail. The same launches check packed parity:
 packed loss and gradients at sp=N equal packed sp=1 and the documents run one by one (fp32).
 """
 
@@ -11,9 +11,9 @@ import json
 import pytest
 import torch
 
-from preflight.probe import main, summarise
+from isolation_probe.cli import main, summarise
 
-RECIPE = "recipes/tiny-cpu.yaml"
+RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 
 
 def probe(tmp_path, *flags) -> tuple[int, dict]:
@@ -47,7 +47,7 @@ def test_sp_isolated_stock_leaks_and_parity(tmp_path, sp, capsys):
     assert report["leaks"] == [], report["leaks"]
     assert report["parity"] == [], report["parity"]
     assert abs(report["packed_loss"] - report["separate_loss"]) <= 1e-5 * report["separate_loss"]
-    # stock sdpa under Ulysses: later documents see earlier ones (the probe catches issue 7's bug)
+    # stock sdpa under Ulysses: later documents see earlier ones (the probe catches the cross-document leak)
     assert report["stock_leaks"], "stock sdpa under SP did not leak: the probe cannot fail"
     assert any("row 0 document 2" in leak and "document 1" in leak for leak in report["stock_leaks"])
     assert code == 0

@@ -25,7 +25,7 @@ def train(tmp, kind: str, sp: int, *extra: str):
     proc = accelerate_launch(
         accel,
         "recipes/sft.py",
-        ["--config", "tests/fixtures/packed.yaml", "--accelerate_config", accel, "--dataset_name", str(data)]
+        ["--config", "tests/recipes/packed.yaml", "--accelerate_config", accel, "--dataset_name", str(data)]
         + ["--per_device_train_batch_size", batch, "--output_dir", str(out), *extra],
     )
     assert_ok(proc)

@@ -8,7 +8,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from training.metrics import flops_per_token_pair
 
-SNAPSHOTS = sorted((Path(__file__).resolve().parent.parent / "preflight" / "architectures").glob("*/*"))
+SNAPSHOTS = sorted((Path(__file__).resolve().parent.parent / "architectures").glob("*/*"))
 
 
 @pytest.mark.parametrize("snapshot", SNAPSHOTS, ids=lambda p: p.name)

@@ -15,7 +15,7 @@ from preflight.cli import main
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
 ACCELERATE = sorted((REPO / "accelerate_configs").rglob("cpu-*.yaml"))  # GPU ones: --all --intended
-EIGHT = "tests/preflight_cases/eight-gpu.yaml"
+EIGHT = "tests/recipes/eight-gpu.yaml"
 SCHEMA = {"recipe", "ok", "errors", "warnings", "problems", "notes", "machine", "plan"}
 PROBLEM = {"severity", "file", "key", "message", "fix"}
 
@@ -26,8 +26,8 @@ def run_json(capsys, *argv) -> tuple[int, list[dict]]:
 
 
 def test_tiny_cpu_passes(capsys):
-    assert main(["tiny-cpu"]) == 0
-    assert "preflight ok: recipes/tiny-cpu.yaml: 0 error(s)" in capsys.readouterr().out
+    assert main(["tiny-llama/sft-2k-cpu-sp2"]) == 0
+    assert "preflight ok: recipes/tiny-llama/sft-2k-cpu-sp2.yaml: 0 error(s)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(REPO)))
@@ -43,7 +43,7 @@ def test_all_intended_checks_every_recipe(capsys):
 
 @pytest.mark.parametrize("accel", ACCELERATE, ids=lambda p: p.name)
 def test_tiny_cpu_passes_on_every_cpu_topology(accel, capsys):
-    code, (out,) = run_json(capsys, "tiny-cpu", "--accelerate-config", str(accel.relative_to(REPO)))
+    code, (out,) = run_json(capsys, "tiny-llama/sft-2k-cpu-sp2", "--accelerate-config", str(accel.relative_to(REPO)))
     assert code == 0 and not out["problems"], out["problems"]
 
 
@@ -59,7 +59,13 @@ def test_json_schema(capsys):
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["no-such-recipe"], ["tiny-cpu", "--num-gpus", "0"], ["tiny-cpu", "--bogus"], ["tiny-cpu", "--all"]],
+    [
+        [],
+        ["no-such-recipe"],
+        ["tiny-llama/sft-2k-cpu-sp2", "--num-gpus", "0"],
+        ["tiny-llama/sft-2k-cpu-sp2", "--bogus"],
+        ["tiny-llama/sft-2k-cpu-sp2", "--all"],
+    ],
     ids=["nothing", "unknown-recipe", "zero-gpus", "unknown-flag", "recipe-and-all"],
 )
 def test_unusable_arguments_exit_2(argv, capsys):

@@ -1,6 +1,6 @@
 """A corpus of broken launches: each must exit 1 with a message naming the faulty key and its fix.
 
-Each case is a copy of a sound launch (tiny-cpu, or the 8-GPU fixture) with one fault written into the
+Each case is a copy of a sound launch (tiny-llama/sft-2k-cpu-sp2, or the 8-GPU fixture) with one fault written into the
 recipe, its accelerate YAML or its DeepSpeed JSON, checked through the real CLI in-process (one import
 of TRL for the whole file; a subprocess per case would cost seconds each).
 """
@@ -14,7 +14,7 @@ import yaml
 from preflight.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
-BASES = {"cpu": "recipes/tiny-cpu.yaml", "gpu": "tests/preflight_cases/eight-gpu.yaml"}
+BASES = {"cpu": "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", "gpu": "tests/recipes/eight-gpu.yaml"}
 GPU8 = ["--num-gpus", "8", "--gpu-memory-gb", "80"]
 DELETE = object()
 

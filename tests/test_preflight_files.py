@@ -37,8 +37,15 @@ def test_shipped_deepspeed_json_keys_are_known(path):
 def test_make_validate_and_plan_tiny_cpu():
     import subprocess
 
-    for target, expect in (("validate", "preflight ok: recipes/tiny-cpu.yaml"), ("plan", "memory per rank (GiB)")):
+    for target, expect in (
+        ("validate", "preflight ok: recipes/tiny-llama/sft-2k-cpu-sp2.yaml"),
+        ("plan", "memory per rank (GiB)"),
+    ):
         proc = subprocess.run(
-            ["make", "-s", target, "RECIPE=tiny-cpu"], check=False, cwd=REPO, capture_output=True, text=True
+            ["make", "-s", target, "RECIPE=tiny-llama/sft-2k-cpu-sp2"],
+            check=False,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
         )
         assert proc.returncode == 0 and expect in proc.stdout, proc.stdout + proc.stderr

@@ -1,9 +1,9 @@
-"""The memory plan against published points (preflight/calibration.py), and the shape of its API."""
+"""The memory plan against published points (memory_plan/calibration.py), and the shape of its API."""
 
 import pytest
 
-from preflight.calibration import LLAMA_8B, POINTS, arch_config, ratio, within
-from preflight.memory import MemoryPlan, estimate, max_seq_len
+from memory_plan.calibration import LLAMA_8B, POINTS, arch_config, ratio, within
+from memory_plan.memory import MemoryPlan, estimate, max_seq_len
 
 OFF = {
     "offload_optimizer": True,

@@ -1,6 +1,6 @@
 """Resume, determinism and a dying rank under sp=2, through the real launch path (accelerate + DeepSpeed, gloo).
 
-Three launches of tests/fixtures/resume.yaml (6 steps, checkpoint every 3) share the work:
+Three launches of tests/recipes/resume.yaml (6 steps, checkpoint every 3) share the work:
   A: uninterrupted, 6 steps, given a (fake) `--hub_token` that must appear nowhere it printed or wrote;
   B: the same run, but rank 1 SIGKILLs itself entering step 5 (after checkpoint-3 was saved);
   B resumed: `--resume_from_checkpoint true` (checkpoint-3) runs steps 4..6.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.recipe import RecipeError, parse_recipe
+from config.recipe import RecipeError, parse_recipe
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 
 pytestmark = pytest.mark.distributed
@@ -27,7 +27,7 @@ DEATH_BUDGET_S = 150  # start-up (~25 s on 2 busy cores) + 4 steps + torchrun te
 
 def launch(out: Path, probe: Path, *args: str, env: dict | None = None, timeout: int = 600):
     probe.mkdir(parents=True, exist_ok=True)
-    argv = ["--config", "tests/fixtures/resume.yaml", "--output_dir", str(out), *args]
+    argv = ["--config", "tests/recipes/resume.yaml", "--output_dir", str(out), *args]
     return accelerate_launch(SP2, PROBE, argv, timeout=timeout, env={"PROBE_DIR": str(probe), **(env or {})})
 
 
@@ -106,14 +106,14 @@ def test_checkpoint_records_its_topology(runs):
         "sp_size": 2,
         "dp_replicate": 1,
         "dp_shard": 1,
-        "recipe": "tests/fixtures/resume.yaml",
+        "recipe": "tests/recipes/resume.yaml",
         "seed": 11,
     }
 
 
 def test_resume_on_another_mesh_is_refused_before_launch(runs):
     checkpoint = runs["root"] / "A" / "checkpoint-3"
-    argv = ["--config", "tests/fixtures/resume.yaml", "--output_dir", str(runs["root"] / "C")]
+    argv = ["--config", "tests/recipes/resume.yaml", "--output_dir", str(runs["root"] / "C")]
     argv += ["--accelerate_config", "accelerate_configs/cpu-sp4.yaml", "--resume_from_checkpoint", str(checkpoint)]
     with pytest.raises(RecipeError) as exc:
         parse_recipe(argv)

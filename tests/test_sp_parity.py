@@ -51,7 +51,7 @@ def train(tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=()) -> 
         script,
         [
             "--config",
-            "tests/fixtures/parity.yaml",
+            "tests/recipes/parity.yaml",
             "--accelerate_config",
             accel,
             "--dataset_name",

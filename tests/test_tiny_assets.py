@@ -1,4 +1,4 @@
-"""The committed tiny-cpu assets are exactly what `python -m data_prep.tiny_assets` builds."""
+"""The committed tiny-llama/sft-2k-cpu-sp2 assets are exactly what `python -m data_prep.tiny_assets` builds."""
 
 import json
 

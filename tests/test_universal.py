@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from preflight.recipe import RecipeError, parse_recipe
+from config.recipe import RecipeError, parse_recipe
 from tests.helpers.launch import REPO, accelerate_launch, assert_ok, log_history
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
-FIXTURE = ["--config", "tests/fixtures/resume.yaml"]
+FIXTURE = ["--config", "tests/recipes/resume.yaml"]
 
 
 def test_sp2_checkpoint_resumes_at_sp1_through_the_universal_format(tmp_path):

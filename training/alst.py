@@ -1,7 +1,7 @@
 """The ALST memory features as recipe switches: TiledMLP and activation-checkpoint CPU offload.
 
 Transformers ships Ulysses SP but not these two parts of Arctic Long Sequence Training (its docs say so),
-and they are what moves one GPU from ~65K to ~1M tokens (shared/reference/anchors.md). Liger's fused
+and they are what moves one GPU from ~65K to ~1M tokens (the ALST paper, arXiv 2506.13996). Liger's fused
 linear cross-entropy, the third, is TRL's own `use_liger_kernel` key; here it is only checked.
 
 - `tiled_mlp`: each MLP runs through DeepSpeed's `TiledMLP` autograd function, a few thousand tokens at a
@@ -25,29 +25,6 @@ import torch
 import torch.distributed as dist
 
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
-
-
-def alst_problems(recipe, sft, model, topo, source: str) -> list[str]:
-    """Recipe-level reasons the ALST switches cannot work as set; each names the key and the fix."""
-    problems = []
-    if recipe.tiled_mlp_shards is not None and recipe.tiled_mlp_shards < 1:
-        problems.append(f"{source}: `tiled_mlp_shards` must be >= 1 (or unset for ceil(tokens / hidden_size))")
-    if recipe.tiled_mlp_shards is not None and not recipe.tiled_mlp:
-        problems.append(f"{source}: `tiled_mlp_shards` is set but `tiled_mlp` is false; set `tiled_mlp: true`")
-    checkpointing = getattr(sft, "activation_checkpointing", None)  # transformers 5 name of gradient_checkpointing
-    if checkpointing is None:
-        checkpointing = sft.gradient_checkpointing
-    if recipe.activation_checkpoint_offload and not checkpointing:
-        problems.append(
-            f"{source}: `activation_checkpoint_offload` offloads the inputs of checkpointed layers, so it needs "
-            "`gradient_checkpointing: true`"
-        )
-    from training.model_config import model_config_problems
-
-    problems += model_config_problems(recipe, source)
-    if sft.use_liger_kernel and sft.use_cpu:
-        problems.append(f"{source}: `use_liger_kernel` needs Triton on a GPU; set it false for a CPU recipe")
-    return problems
 
 
 # ---------------------------------------------------------------- TiledMLP

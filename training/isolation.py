@@ -2,7 +2,7 @@
 
 Why: under Ulysses SP, DeepSpeed's `UlyssesSPAttentionHF` drops the attention mask (it was built for
 the local shard) and calls the core `sdpa` function on the full, all-gathered sequence with
-`is_causal`. Packed documents then attend across their boundaries and nothing warns (issue 7). The
+`is_causal`. Packed documents then attend across their boundaries and nothing warns. The
 wrapper does pass the all-gathered global `position_ids`, and a packed document starts where they
 restart at 0, so the core attention has everything it needs to keep documents apart.
 
@@ -153,7 +153,7 @@ def set_isolation_enabled(enabled: bool) -> None:
 
 def install_for_recipe(recipe, model_args, model) -> str:
     """The entrypoint's one call: install per the recipe, turning a refusal into a clean RecipeError."""
-    from preflight.recipe import RecipeError
+    from config.recipe import RecipeError
 
     config = getattr(model, "config", None)
     if config is None:  # a pretrained path: read its config (local or cached); if unreadable, each call checks

@@ -1,52 +1,18 @@
 """The model's architecture config with the recipe's overrides, for both ways a model starts.
 
 `model_config_source` lets `model_init: random` read a shipped architecture snapshot
-(preflight/architectures/<org>/<model>) instead of the Hub repository, so measuring a real architecture
+(architectures/<org>/<model>) instead of the Hub repository, so measuring a real architecture
 needs no download at all. `model_config_overrides` changes keys of that config, above all the rope
-scaling a recipe needs to train past the model's native positions (llama8b-256k): the same overrides
+scaling a recipe needs to train past the model's native positions (llama3.1-8b/sft-256k-sp8): the same overrides
 apply in `pretrained` mode, where the config object is handed to `from_pretrained`.
 """
 
-import json
 from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def overrides_of(recipe) -> dict:
-    """`model_config_overrides` as a dict: YAML gives a mapping, the command line a JSON string."""
-    value = recipe.model_config_overrides
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"`model_config_overrides` is not valid JSON ({exc}); pass a JSON object") from None
-    if not isinstance(value, dict):
-        raise TypeError("`model_config_overrides` must be a mapping of config keys to values")
-    return value
-
-
-def model_config_problems(recipe, source: str) -> list[str]:
-    """Parse-time problems of `model_config_source` / `model_config_overrides`, each with its fix."""
-    problems = []
-    source_dir = recipe.model_config_source
-    if source_dir and recipe.model_init != "random":
-        problems.append(f"{source}: `model_config_source` only applies to `model_init: random`; unset it")
-    found = source_dir and any((root / source_dir / "config.json").is_file() for root in (Path.cwd(), REPO_ROOT))
-    if source_dir and not found:
-        problems.append(
-            f"{source}: `model_config_source` {source_dir} has no config.json; "
-            "use a snapshot folder, e.g. preflight/architectures/meta-llama/Llama-3.1-8B-Instruct"
-        )
-    try:
-        overrides_of(recipe)
-    except (ValueError, TypeError) as exc:
-        problems.append(f"{source}: {exc}")
-    return problems
+from config.paths import REPO_ROOT
+from config.rules.model_config import overrides_of
 
 
 def build_config(recipe, model_args, trust_remote_code: bool = False):

@@ -11,7 +11,7 @@ would reshuffle as epoch 0. Here:
   same collective, so the group stays in step);
 - `enable_resume(trainer)` makes the trainer's adapter forward `set_epoch`, routes `skip_first_batches`
   to `skip_sp_steps` for adapters, and adds `TopologyRecorder`, which writes `topology.json` into every
-  checkpoint so a resume on another mesh is refused before launch (training/checkpoint_topology.py).
+  checkpoint so a resume on another mesh is refused before launch (config/checkpoints.py).
 """
 
 import json

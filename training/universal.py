@@ -1,7 +1,7 @@
 """Convert a ZeRO checkpoint to DeepSpeed's universal format so it resumes on a different mesh.
 
 A ZeRO-3 checkpoint holds one optimizer/parameter partition per rank of the world that saved it, so it
-loads only on that world size (preflight refuses anything else, training/checkpoint_topology.py).
+loads only on that world size (preflight refuses anything else, config/checkpoints.py).
 DeepSpeed's `ds_to_universal` merges the partitions into one file per parameter and optimizer state,
 which any world size can load with `checkpoint.load_universal`. Usage, once, on one machine:
 
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from training.checkpoint_topology import UNIVERSAL_LATEST, saved_topology
+from config.checkpoints import UNIVERSAL_LATEST, saved_topology
 
 
 def convert(checkpoint_dir: str | Path, workers: int = 1) -> Path:

@@ -7,6 +7,7 @@ the loader or the machine check has already said why.
 
 import re
 
+from config.problems import Problem, error
 from preflight.checks import (
     attention,
     deepspeed,
@@ -19,7 +20,6 @@ from preflight.checks import (
     trl_limits,
     world,
 )
-from preflight.problems import Problem, error
 
 CHECKS = (files, heads, world, sequence, attention, positions, deepspeed, trl_limits, resume, memory_fit)
 
@@ -40,7 +40,7 @@ def entrypoint_problems(launch, found: list[Problem]) -> list[Problem]:
     `recipes/sft.py` refuses what `check_recipe` returns, so preflight must never pass a recipe it refuses;
     checks added there by other modules show up here without being duplicated in preflight.
     """
-    from preflight.recipe import check_recipe
+    from config.recipe import check_recipe
 
     messages = check_recipe(launch.recipe, launch.sft, launch.model, launch.source)
     covered = {p.key.split(".")[-1] for p in found}

@@ -3,7 +3,7 @@
 import importlib.util
 from pathlib import Path
 
-from preflight.problems import Problem, error, warning
+from config.problems import Problem, error, warning
 
 SP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")
 KEY = "parallelism_config.parallelism_config_sp_attn_implementation"
@@ -54,7 +54,7 @@ def flash_problems(launch) -> list[Problem]:
 
 
 def check(launch) -> list[Problem]:
-    from preflight.load import display_path
+    from config.paths import display_path
 
     if launch.topo is None:
         return []

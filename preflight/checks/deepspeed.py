@@ -1,7 +1,7 @@
 """DeepSpeed: a ZeRO stage SP supports, precision and batch sizes that agree with the recipe."""
 
-from preflight.problems import Problem, error, warning
-from training.isolation_policy import is_packed
+from config.problems import Problem, error, warning
+from config.rules.isolation import is_packed
 
 
 def is_auto(value) -> bool:

@@ -9,7 +9,7 @@ import dataclasses
 import difflib
 from pathlib import Path
 
-from preflight.problems import Problem, error
+from config.problems import Problem, error
 
 ACCELERATE_DEEPSPEED_KEYS = {
     "deepspeed_config_file",
@@ -78,7 +78,7 @@ DEEPSPEED_ZERO_KEYS = {
 
 def recipe_keys() -> set[str]:
     """Every key a recipe may hold: the fields of the entrypoint's three dataclasses, plus TRL's `env`."""
-    from preflight.recipe import _known_keys
+    from config.recipe import _known_keys
 
     return _known_keys()
 
@@ -119,7 +119,7 @@ def deepspeed_key_problems(data, where: str) -> list[Problem]:
 
 def looks_local(name: str) -> bool:
     """A dataset or model name that is a filesystem path rather than a Hub id (`org/name`)."""
-    from preflight.recipe import REPO_ROOT
+    from config.paths import REPO_ROOT
 
     first = Path(name).parts[0] if Path(name).parts else ""
     return name.startswith((".", "/", "~")) or (REPO_ROOT / first).is_dir() or name.count("/") > 1
@@ -127,7 +127,7 @@ def looks_local(name: str) -> bool:
 
 def check(launch) -> list[Problem]:
     """Local dataset and model paths must exist (Hub ids are left to the download)."""
-    from preflight.load import repo_path
+    from config.paths import repo_path
 
     problems = []
     for key, value in (

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from preflight.problems import Problem, error
+from config.problems import Problem, error
 
 
 def valid_sp_sizes(num_heads: int, num_kv_heads: int, limit: int = 64) -> list[int]:
@@ -21,7 +21,7 @@ def kv_note(num_kv_heads: int, sp: int) -> str:
 
 
 def check(launch) -> list[Problem]:
-    from preflight.load import display_path
+    from config.paths import display_path
 
     if launch.topo is None or launch.facts is None:
         return []

@@ -1,8 +1,8 @@
 """Memory: the per-rank plan against the GPU's memory: fits, tight (a warning) or does not fit (an error)."""
 
-from preflight.memory import estimate, max_seq_len
+from config.problems import Problem, error, warning
+from memory_plan.memory import estimate, max_seq_len
 from preflight.options import gpu_gib, plan_options
-from preflight.problems import Problem, error, warning
 
 TIGHT = 0.90  # above this share of the GPU, allocator spikes can still OOM
 

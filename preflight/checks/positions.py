@@ -1,7 +1,7 @@
 """Positions: max_length against the model's positional range, counting the recipe's rope scaling."""
 
+from config.problems import Problem, error
 from preflight.facts import position_range
-from preflight.problems import Problem, error
 
 
 def scaling_fix(max_length: int, native: int, theta) -> str:

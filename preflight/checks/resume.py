@@ -1,16 +1,16 @@
 """Resume: a ZeRO checkpoint only loads on the world size and sp it was saved with.
 
-The verdict is training/checkpoint_topology.py's (the module the entrypoint resolves resumes with):
+The verdict is config/checkpoints.py's (the module the entrypoint resolves resumes with):
 it reads the `topology.json` every checkpoint of this repository carries (or counts DeepSpeed's per-rank
 optimizer files), and knows that a converted universal checkpoint loads on any mesh.
 """
 
-from preflight.problems import Problem, error
-from training.checkpoint_topology import resolve_resume, resume_problems
+from config.checkpoints import resolve_resume, resume_problems
+from config.problems import Problem, error
 
 
 def check(launch) -> list[Problem]:
-    from preflight.load import repo_path
+    from config.paths import repo_path
 
     value = launch.sft.resume_from_checkpoint
     if not value or str(value).lower() == "false" or launch.topo is None:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from preflight.problems import Problem, error, warning
+from config.problems import Problem, error, warning
 
 PC = "parallelism_config.parallelism_config_"
 
@@ -47,7 +47,7 @@ def fixed_length_problems(launch, where: str) -> list[Problem]:
 
 
 def check(launch) -> list[Problem]:
-    from preflight.load import display_path
+    from config.paths import display_path
 
     if launch.topo is None:
         return []

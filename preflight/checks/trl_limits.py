@@ -2,7 +2,7 @@
 
 from importlib import metadata
 
-from preflight.problems import Problem, error
+from config.problems import Problem, error
 
 FLOORS = {"accelerate": "1.13", "transformers": "5.4", "deepspeed": "0.19.1", "trl": "1.11", "torch": "2.3"}
 

@@ -6,7 +6,7 @@ DeepSpeed's "Check batch related parameters" error after the model is loaded.
 
 from pathlib import Path
 
-from preflight.problems import Problem, error
+from config.problems import Problem, error
 
 PC = "parallelism_config.parallelism_config_"
 
@@ -62,7 +62,7 @@ def gpu_problems(launch, where: str) -> list[Problem]:
 
 
 def check(launch) -> list[Problem]:
-    from preflight.load import display_path
+    from config.paths import display_path
 
     if launch.topo is None:
         return []

@@ -1,0 +1,28 @@
+"""Recipe rules for the ALST memory switches (TiledMLP, checkpoint offload, Liger) and the model-config keys.
+
+What the switches do at run time is training/alst.py's and training/model_config.py's job; this module
+only says, before anything is built, when a recipe sets them in a way that cannot work.
+"""
+
+from config.rules.model_config import model_config_problems
+
+
+def alst_problems(recipe, sft, model, topo, source: str) -> list[str]:
+    """Recipe-level reasons the ALST switches cannot work as set; each names the key and the fix."""
+    problems = []
+    if recipe.tiled_mlp_shards is not None and recipe.tiled_mlp_shards < 1:
+        problems.append(f"{source}: `tiled_mlp_shards` must be >= 1 (or unset for ceil(tokens / hidden_size))")
+    if recipe.tiled_mlp_shards is not None and not recipe.tiled_mlp:
+        problems.append(f"{source}: `tiled_mlp_shards` is set but `tiled_mlp` is false; set `tiled_mlp: true`")
+    checkpointing = getattr(sft, "activation_checkpointing", None)  # transformers 5 name of gradient_checkpointing
+    if checkpointing is None:
+        checkpointing = sft.gradient_checkpointing
+    if recipe.activation_checkpoint_offload and not checkpointing:
+        problems.append(
+            f"{source}: `activation_checkpoint_offload` offloads the inputs of checkpointed layers, so it needs "
+            "`gradient_checkpointing: true`"
+        )
+    problems += model_config_problems(recipe, source)
+    if sft.use_liger_kernel and sft.use_cpu:
+        problems.append(f"{source}: `use_liger_kernel` needs Triton on a GPU; set it false for a CPU recipe")
+    return problems

@@ -1,0 +1,1 @@
+"""The per-GPU memory model of a launch and its calibration against published runs."""
