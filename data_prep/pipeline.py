@@ -30,7 +30,8 @@ from data_prep.writer import PLOT, REPORT, SPILL, AtomicWriter, is_complete, rem
 
 ShardBuffer = SegmentStore  # in memory without a folder: the packer tests build segments with it
 BATCH_DOCS = 4096
-BATCH_CHARS = 8_000_000  # a batch is cut at this many characters too: bounds memory, still fills every core
+BATCH_CHARS = 4_000_000  # a batch is cut at this many characters too: bounds memory (the Rust encodings
+# take ~100 bytes a token), while two batches in flight still keep every core busy
 COLUMN_PROBE_ROWS = 1000  # this many readable rows without the format's columns: the column is absent
 
 

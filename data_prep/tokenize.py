@@ -75,6 +75,15 @@ class BatchEncoder:
     def ids(self, texts: list[str], special: bool) -> list[list[int]]:
         return [e.ids for e in self.backend.encode_batch_fast(texts, add_special_tokens=special)]
 
+    def append_eos(self, ids: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """EOS after every document that does not already end with it, inserted in one numpy call."""
+        if self.eos is None or not len(lengths):
+            return ids, lengths
+        ends = np.cumsum(lengths)
+        last = np.concatenate([[-1], ids])[ends]  # each document's last token (any value for an empty one)
+        need = (lengths == 0) | (last != self.eos)
+        return np.insert(ids, ends[need], np.int32(self.eos)), lengths + need
+
     def with_eos(self, id_lists: list[list[int]]) -> list[list[int]]:
         eos = self.eos
         if eos is None:
@@ -83,7 +92,7 @@ class BatchEncoder:
 
     def __call__(self, fmt: str, payloads: list) -> Encoded:
         if fmt == "text":
-            ids, lengths = _flat(self.with_eos(self.ids(payloads, special=True)))
+            ids, lengths = self.append_eos(*_flat(self.ids(payloads, special=True)))
             return Encoded(ids, np.ones(len(ids), bool), lengths)
         if fmt == "prompt_completion":
             prompts = self.ids([p for p, _ in payloads], special=True)
