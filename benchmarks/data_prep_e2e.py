@@ -25,6 +25,7 @@ from wait4's rusage.
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -174,12 +175,12 @@ def memory(a) -> None:
     tokenizer, corpus = prepare_inputs(a)
     print(f"text corpus repeated; max_length {a.max_length}, sp {a.sp}, {a.cores} cores; load {os.getloadavg()}")
     print("| tokens | wall | peak RSS | rows |\n|---|---|---|---|")
-    one_copy = None
+    count = corpus["text"].parent / "tokens.json"  # tokens in one copy: counted once, by data_prep itself
     for target in a.tokens:
         with tempfile.TemporaryDirectory(dir=RESULTS) as tmp:
-            if one_copy is None:
-                one_copy = run_data_prep(corpus["text"], tokenizer, "text", a, Path(tmp))["tokens"]
-            copies = max(1, round(target / one_copy))
+            if not count.is_file():
+                count.write_text(json.dumps(run_data_prep(corpus["text"], tokenizer, "text", a, Path(tmp))["tokens"]))
+            copies = math.ceil(target / json.loads(count.read_text()))
             big = Path(tmp) / f"docs-x{copies}.jsonl"
             with open(big, "wb") as f:
                 f.writelines(corpus["text"].read_bytes() for _ in range(copies))

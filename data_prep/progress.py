@@ -39,8 +39,8 @@ class Progress:
     def update(self, done: float | None, total: float | None, **counts: float) -> None:
         """Show the phase's counts; `done`/`total` (any unit) give the fraction and ETA when total is known."""
         now = time.monotonic()
-        if self.quiet or now - self.last < self.every:
-            return
+        if self.quiet or now - self.last < self.every or (total and done is not None and done >= total):
+            return  # at 100% the phase's end() prints the last line, once
         self.last = now
         self._show(self._line(now, done, total, counts))
 
