@@ -180,7 +180,7 @@ def prepare(cfg: PrepConfig, force: bool = False, log=print, progress: Progress 
     start, writer = time.perf_counter(), AtomicWriter(final)
     try:
         prep = Preparer(cfg)
-        fmt = prep.run(writer, progress or Progress(quiet=True))
+        fmt = prep.run(writer, progress or Progress())  # on by default: `make sft` prepares in-process too
         writer.save_dataset(key[:16])
         meta = {"cache_key": key, "format": fmt, "policy": cfg.resolved_policy(fmt), "config": _meta(cfg)}
         write_report(writer.tmp / REPORT, prep.counts, meta)
