@@ -129,7 +129,8 @@ def child(what: str, *args) -> list[str]:
 def speed(a) -> None:
     tokenizer, corpus = prepare_inputs(a)
     print(f"corpus: {corpus['stats']}; max_length {a.max_length}, sp {a.sp}, {a.cores} cores; load {os.getloadavg()}")
-    for fmt, path in (("text", corpus["text"]), ("messages", corpus["messages"])):
+    for fmt in a.formats:
+        path = corpus[fmt]
         results = {}
         floors = json.loads(measured(child("child-tokenizer", path, tokenizer, fmt))[2])
         for name, r in floors.items():
@@ -197,6 +198,7 @@ def main() -> None:
     p.add_argument("--max-length", type=int, default=65536)
     p.add_argument("--sp", type=int, default=8)
     p.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--formats", type=lambda s: s.split(","), default=["text", "messages"], help="speed: text,messages")
     p.add_argument("--tokens", type=lambda s: [int(float(x)) for x in s.split(",")], default=[100e6, 400e6])
     a = p.parse_args()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -14,6 +14,7 @@ renders them. Only chats pay for character offsets, which their assistant masks 
 
 import os
 import re
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ def _flat(id_lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class BatchEncoder:
-    """Encodes one format's batches with the Rust tokenizer (thread-safe: it holds no per-batch state)."""
+    """Encodes one format's batches with the Rust tokenizer; thread-safe (chat rendering is serialised)."""
 
     def __init__(self, tok):
         self.tok = tok
@@ -71,6 +72,7 @@ class BatchEncoder:
         self.backend.no_truncation()  # what transformers does before every call without truncation/padding
         self.backend.no_padding()
         self.eos = tok.eos_token_id
+        self.render_lock = threading.Lock()  # rendering is Python (GIL-bound) anyway; encoding runs in parallel
 
     def ids(self, texts: list[str], special: bool) -> list[list[int]]:
         return [e.ids for e in self.backend.encode_batch_fast(texts, add_special_tokens=special)]
@@ -109,12 +111,13 @@ class BatchEncoder:
         from transformers.utils.chat_template_utils import render_jinja_template
 
         conversations = [[{k: v for k, v in m.items() if v is not None} for m in conv] for conv in conversations]
-        rendered, spans = render_jinja_template(
-            conversations=conversations,
-            chat_template=self.tok.chat_template,
-            return_assistant_tokens_mask=True,
-            **self.tok.special_tokens_map,
-        )
+        with self.render_lock:  # the compiled template's generation tracker is shared: one render at a time
+            rendered, spans = render_jinja_template(
+                conversations=conversations,
+                chat_template=self.tok.chat_template,
+                return_assistant_tokens_mask=True,
+                **self.tok.special_tokens_map,
+            )
         encodings = self.backend.encode_batch(rendered, add_special_tokens=False)
         ids, lengths = _flat([e.ids for e in encodings])
         # +1 at a span's first token, -1 after its last: a running sum marks the trained tokens

@@ -1,6 +1,7 @@
 """The Rust fast path gives exactly what transformers gives: ids of `tokenizer(...)` (plus EOS), and the ids and
 assistant masks of `apply_chat_template(..., return_assistant_tokens_mask=True)` that TRL trains on."""
 
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -66,3 +67,15 @@ def test_the_threaded_encoder_keeps_batch_order(tok):
         encoder.close()
     assert [job for job, _ in got] == jobs
     assert [ids for _, ids in got] == [tok(p)["input_ids"] + [tok.eos_token_id] for _, (p,) in jobs]
+
+
+def test_chats_encode_in_two_threads_at_once(tok):
+    """Two batches in flight: the chat template's renderer is shared, so rendering must not overlap."""
+    jobs = [("messages", [CHATS[(i + j) % 2] for j in range(300)]) for i in range(6)]  # renders long enough to overlap
+    want = [list(chain(*tok.apply_chat_template(c, tokenize=True, return_dict=True)["input_ids"])) for _, c in jobs]
+    encoder = Encoder(TOKENIZER, num_proc=2)
+    try:
+        got = [enc.ids.tolist() for _, enc in encoder.map(iter(jobs), ahead=4)]
+    finally:
+        encoder.close()
+    assert got == want
