@@ -3,8 +3,9 @@
 Exact BFD over every segment of the corpus at once: segments sorted longest first, each placed in the open
 bin whose free space is the smallest that still fits it (a sorted list of free spaces, O(log n) per
 placement), else in a new bin. Ties are broken by segment index and bin id, so the same lengths always give
-the same bins. Memory: the lengths plus about 24 bytes per segment while packing (the sort order and each
-placement's bin, as flat arrays), and one sorted-list entry per bin with room left; no token is touched.
+the same bins. Memory: the lengths plus about 40 bytes per segment while packing (the sort order, each
+placement's bin and the grouped result, as flat arrays), and one sorted-list entry per bin with room left;
+no token is touched.
 """
 
 import itertools
