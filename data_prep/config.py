@@ -16,7 +16,7 @@ from data_prep.errors import PrepError
 from data_prep.formats import FORMATS
 from data_prep.layout import Layout
 
-FORMAT_VERSION = 1  # bump when the output of the same inputs changes
+FORMAT_VERSION = 2  # bump when the output of the same inputs changes (2: one BFD over the whole corpus)
 POLICIES = ("split", "truncate", "drop")
 
 
@@ -37,7 +37,7 @@ class PrepConfig:
     fixed_length: bool = False
     seed: int = 42
     output_dir: str = "data/prepared"
-    shard_tokens: int = 8_000_000  # tokens packed together; bounds memory, whatever the corpus size
+    shard_tokens: int = 8_000_000  # token slots per written Arrow file; bounds memory, whatever the corpus size
     num_proc: int = 1
 
     @property

@@ -8,14 +8,14 @@ from data_prep.config import check, from_recipe, source_fingerprint
 from data_prep.pipeline import prepare
 
 
-def prepare_for_recipe(recipe, sft, model, topo, name: str, force: bool = False, **extra):
+def prepare_for_recipe(recipe, sft, model, topo, name: str, force: bool = False, progress=None, **extra):
     """Build (or find in the cache) the recipe's prepared dataset; write the manifest training ranks read.
 
     `extra` are data_prep's own knobs (num_proc, shard_tokens, output_dir); an `output_dir` other than the
     recipe's `prepared_data_dir` writes no manifest, since the recipe's ranks would not look there.
     """
     cfg = check(from_recipe(recipe, sft, model, topo, **extra))
-    folder, _ = prepare(cfg, force=force)
+    folder, _ = prepare(cfg, force=force, progress=progress)
     settings = prep_settings(recipe, sft, model, topo)
     if "output_dir" not in extra:
         key = json.loads((folder / REPORT).read_text())["cache_key"]
