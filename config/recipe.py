@@ -106,6 +106,13 @@ class RecipeArguments(_script_arguments_base()):
     prepared_data_dir: str = field(
         default="data/prepared", metadata={"help": "Parent folder of prepared datasets (cache, by content key)."}
     )
+    eval_holdout: float = field(
+        default=0.0,
+        metadata={
+            "help": "Whole documents held out of training for evaluation, prepared like the training data: a "
+            "fraction (0.05) or a count (200); chosen by a seeded hash of each row (data_prep/eval_split.py)."
+        },
+    )
     allow_cross_document_attention: bool = field(
         default=False,
         metadata={

@@ -95,14 +95,14 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(own)
     try:
         from data_prep.config import check
-        from data_prep.pipeline import prepare
+        from data_prep.eval_split import prepare_splits
 
         cfg = config_from_recipe(args, overrides) if args.recipe else config_from_flags(args)
         if cfg is None:
             if args.skip_if_off:
                 return 0
             raise PrepError(f"{args.recipe}: `prepare_data` is off; set `prepare_data: packed` (or `unpacked`)")
-        prepare(check(cfg), force=args.force)
+        prepare_splits(check(cfg), force=args.force)
     except PrepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

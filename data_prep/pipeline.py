@@ -15,6 +15,7 @@ from data_prep.assemble import Segments, build_rows
 from data_prep.config import PrepConfig
 from data_prep.counts import Counts
 from data_prep.errors import PrepError
+from data_prep.eval_split import report_meta, select
 from data_prep.formats import COLUMNS, detect_format, extract, has_columns
 from data_prep.packer import one_per_bin, pack_bfd
 from data_prep.plot import save_plot
@@ -143,7 +144,7 @@ class Preparer:
         """Stream everything into the writer; returns the format used."""
         from tqdm import tqdm
 
-        fmt, records = _first_format(self.cfg, _records(self.cfg))
+        fmt, records = _first_format(self.cfg, select(self.cfg, _records(self.cfg)))  # one side of the holdout
         encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc)
         self.pad_id = encoder.tok.pad_token_id if encoder.tok.pad_token_id is not None else encoder.tok.eos_token_id
         if fmt == "messages":
@@ -209,4 +210,5 @@ def _meta(cfg: PrepConfig) -> dict:
         "seed": cfg.seed,
         "shard_tokens": cfg.shard_tokens,
         "source": cfg.hub or [Path(p).name for p in cfg.inputs],
+        **report_meta(cfg),
     }

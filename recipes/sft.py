@@ -31,7 +31,7 @@ from training.credentials import move_hub_token_to_env
 from training.isolation import install_for_recipe, keep_packed_positions
 from training.metrics import ThroughputCallback
 from training.model_config import build_config, build_random_model, overrides_of
-from training.prepared_data import load_prepared
+from training.prepared_data import load_prepared, load_prepared_eval
 from training.resume import enable_resume
 from training.shutdown import exit_cleanly
 
@@ -142,7 +142,7 @@ def main(recipe, training_args, model_args):
     collator = None
     if recipe.prepare_data != "off":  # rows `make data` tokenized, packed and padded to SP-safe lengths
         train_dataset, collator = load_prepared(recipe, training_args, model_args, topo, tokenizer)
-        eval_dataset = None
+        eval_dataset = load_prepared_eval(recipe, training_args, model_args, topo)  # held-out whole documents
         training_args.dataset_kwargs = {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True}
         training_args.remove_unused_columns = False
     else:

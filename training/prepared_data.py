@@ -8,9 +8,10 @@ from data_prep.writer import DATASET, is_complete
 from training.collator import PreparedCollator
 
 
-def prepared_dir(recipe, sft, model, topo) -> Path:
-    """The folder data_prep writes for this recipe (same key: same source, tokenizer, layout and seed)."""
-    cfg = from_recipe(recipe, sft, model, topo)
+def prepared_dir(recipe, sft, model, topo, role: str = "train") -> Path:
+    """The folder data_prep writes for this recipe (same key: same source, tokenizer, layout and seed);
+    `role="eval"`: the recipe's held-out documents (`eval_holdout`), prepared the same way."""
+    cfg = from_recipe(recipe, sft, model, topo, role=role)
     folder = cfg.dataset_dir()
     if not is_complete(folder):
         raise RecipeError(
@@ -33,3 +34,12 @@ def load_prepared(recipe, sft, model, topo, tokenizer):
     dataset = load_from_disk(str(prepared_dir(recipe, sft, model, topo) / DATASET))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return dataset, PreparedCollator(pad_token_id=pad)
+
+
+def load_prepared_eval(recipe, sft, model, topo):
+    """The held-out eval rows `make data` prepared beside the training rows, or None without `eval_holdout`."""
+    from datasets import load_from_disk
+
+    if not recipe.eval_holdout:
+        return None
+    return load_from_disk(str(prepared_dir(recipe, sft, model, topo, role="eval") / DATASET))

@@ -12,11 +12,22 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[str]:
     if recipe.prepare_data is False:  # YAML reads a bare `off` as false: normalise it once, for every reader
         recipe.prepare_data = "off"
     if recipe.prepare_data == "off":
+        if recipe.eval_holdout:
+            return [
+                f"{source}: `eval_holdout` holds documents out of the data `prepare_data` prepares; with "
+                "`prepare_data: off` use the dataset's own split (`dataset_test_split`) and drop `eval_holdout`"
+            ]
         return []
     problems = []
-    if sft.eval_strategy != "no":
+    if sft.eval_strategy != "no" and not recipe.eval_holdout:
         problems.append(
-            f"{source}: `prepare_data` prepares the train split only; set `eval_strategy: no` (or `prepare_data: off`)"
+            f"{source}: `eval_strategy: {sft.eval_strategy}` with `prepare_data` needs held-out documents: "
+            "set `eval_holdout` (a fraction like 0.05 or a count like 200), or `eval_strategy: no`"
+        )
+    if recipe.eval_holdout < 0 or (recipe.eval_holdout >= 1 and recipe.eval_holdout != int(recipe.eval_holdout)):
+        problems.append(
+            f"{source}: `eval_holdout` {recipe.eval_holdout} must be a fraction in (0, 1) or a whole number of "
+            "documents (e.g. 200)"
         )
     if sft.packing or sft.padding_free:
         problems.append(f"{source}: `packing`/`padding_free` are TRL's packing; with `prepare_data` set both false")
