@@ -15,6 +15,7 @@ from typing import Literal
 
 from config.paths import REPO_ROOT
 from config.rules.alst import alst_problems
+from config.rules.evaluation import evaluation_problems
 from config.rules.isolation import packed_isolation_problems
 from config.rules.prepared_data import prepared_data_problems
 from config.rules.resume import resume_recipe_problems
@@ -248,6 +249,7 @@ def check_recipe(recipe, sft, model, source: str) -> list[str]:
     problems += prepared_data_problems(recipe, sft, model, topo, source)
     problems += packed_isolation_problems(recipe, sft, model, topo, source)
     problems += alst_problems(recipe, sft, model, topo, source)
+    problems += evaluation_problems(recipe, sft, model, topo, source)
     return problems
 
 

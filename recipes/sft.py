@@ -34,6 +34,7 @@ from training.model_config import build_config, build_random_model, overrides_of
 from training.prepared_data import load_prepared, load_prepared_eval
 from training.resume import enable_resume
 from training.shutdown import exit_cleanly
+from training.sp_eval import enable_sp_eval, keep_sp_in_eval
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
 # would bury the loss lines and are not actionable from a recipe.
@@ -178,6 +179,9 @@ def main(recipe, training_args, model_args):
         peft_config=get_peft_config(model_args),
     )
     keep_packed_positions(trainer)
+    if eval_dataset is not None:  # eval batches sharded across the SP group, one token-weighted eval loss
+        keep_sp_in_eval()
+        enable_sp_eval(trainer)
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
     trainer.add_callback(ThroughputCallback(trainer.model, topo.sp_size))
     # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint

@@ -98,6 +98,7 @@ def test_without_a_holdout_the_cache_key_is_unchanged():
 
 
 RECIPE = ["--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", "--eval_strategy", "steps", "--eval_steps", "5"]
+RECIPE += ["--per_device_eval_batch_size", "1"]
 
 
 def test_eval_with_prepared_data_needs_held_out_documents():

@@ -1,0 +1,100 @@
+"""Eval under SP: the held-out rows are sharded across the SP group like training rows, and the eval loss is the
+same token-weighted number at sp=1, 2 and 4, for packed and unpacked prepared data (real accelerate launches)."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from data_prep.eval_split import prepare_splits
+from data_prep.synthetic import filler_sentence
+from tests.helpers.launch import accelerate_launch, assert_ok
+
+pytestmark = pytest.mark.distributed
+REPO = Path(__file__).resolve().parent.parent
+# fp32 on CPU: the SP runs reorder the same sums; a weighting or sharding bug moves the loss by >1e-3.
+RTOL = 1e-5
+
+
+def write_corpus(folder: Path, n_docs: int = 18, seed: int = 11) -> Path:
+    """Text documents of 15-45 sentences (~150-480 tokens): rows padded to 512 leave shards unequally full."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "train.jsonl", "w") as f:
+        for _ in range(n_docs):
+            f.write(json.dumps({"text": " ".join(filler_sentence(rng) for _ in range(rng.randint(15, 45)))}) + "\n")
+    return folder
+
+
+def prepare(data: Path, prepared: Path, mode: str, sp: int) -> None:
+    """What `make data` does for the recipe (in-process: the same PrepConfig the recipe resolves to)."""
+    from config.recipe import parse_recipe, recipe_topology
+    from data_prep.config import from_recipe
+
+    recipe, sft, model = parse_recipe(recipe_args(data, prepared, mode, sp))
+    prepare_splits(from_recipe(recipe, sft, model, recipe_topology(recipe)), log=lambda *_: None)
+
+
+def recipe_args(data, prepared, mode, sp, out="unused") -> list[str]:
+    accel = f"accelerate_configs/cpu-sp{sp}.yaml"
+    return [
+        "--config",
+        "tests/recipes/eval-sp.yaml",
+        "--accelerate_config",
+        accel,
+        "--dataset_name",
+        str(data),
+        "--prepare_data",
+        mode,
+        "--prepared_data_dir",
+        str(prepared),
+        "--output_dir",
+        str(out),
+    ]
+
+
+def eval_history(tmp, data, mode: str, sp: int) -> list[dict]:
+    prepared, out = tmp / "prepared", tmp / f"{mode}-sp{sp}"
+    prepare(data, prepared, mode, sp)
+    proc = accelerate_launch(f"accelerate_configs/cpu-sp{sp}.yaml", "recipes/sft.py", recipe_args(data, prepared, mode, sp, out))
+    assert_ok(proc)
+    assert f"x sp={sp};" in proc.stdout
+    state = json.loads((out / "trainer_state.json").read_text())
+    return [row for row in state["log_history"] if "eval_loss" in row]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("eval-sp")
+    data = write_corpus(tmp / "data")
+    cache = {}
+
+    def run(mode: str, sp: int):
+        if (mode, sp) not in cache:
+            cache[(mode, sp)] = eval_history(tmp, data, mode, sp)
+        return cache[(mode, sp)]
+
+    run.prepared = tmp / "prepared"
+    return run
+
+
+@pytest.mark.parametrize("mode", ["unpacked", "packed"])
+@pytest.mark.parametrize("sp", [2, 4])
+def test_eval_loss_matches_sp1(runs, mode, sp):
+    base, other = runs(mode, 1), runs(mode, sp)
+    assert [r["step"] for r in base] == [0, 1] == [r["step"] for r in other]  # before training and after a step
+    for a, b in zip(base, other, strict=True):
+        assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=RTOL), f"step {a['step']}"
+        assert b["eval_label_tokens"] == a["eval_label_tokens"]
+
+
+def test_eval_scores_every_held_out_label_token_once(runs):
+    """The count is the held-out documents' label tokens (padding rows add none), and a step moves the loss."""
+    from datasets import load_from_disk
+
+    history = runs("unpacked", 4)
+    folder = next(runs.prepared.glob("*-eval-*"))
+    expected = sum(sum(x != -100 for x in row["labels"][1:]) for row in load_from_disk(str(folder / "dataset")))
+    assert history[0]["eval_label_tokens"] == expected > 0
+    assert history[1]["eval_loss"] < history[0]["eval_loss"]
