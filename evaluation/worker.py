@@ -60,15 +60,20 @@ def lm_parts(model):
 
 
 @torch.no_grad()
-def score(model, example, sp: int, sp_rank: int, device) -> dict:
-    """One example's verdict; every rank of the SP group calls this on the same example at the same time."""
+def shard_sums(model, example, sp: int, sp_rank: int, device) -> torch.Tensor:
+    """This rank's [answer tokens, right, log-prob sum] for its shard of one example (see evaluation/scoring.py)."""
     decoder, head = lm_parts(model)
     ids = torch.tensor([shard(example.input_ids, sp_rank, sp)], device=device)
     pos = torch.tensor([shard(list(range(example.length)), sp_rank, sp)], device=device)
     targets = torch.tensor(shard(shift_labels(example.labels()), sp_rank, sp), device=device)
     hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state[0]
     keep = targets != -100
-    sums = answer_sums(head(hidden[keep]), targets[keep]).to(device)
+    return answer_sums(head(hidden[keep]), targets[keep])
+
+
+def score(model, example, sp: int, sp_rank: int, device) -> dict:
+    """One example's verdict; every rank of the SP group calls this on the same example at the same time."""
+    sums = shard_sums(model, example, sp, sp_rank, device).to(device)
     if sp > 1:
         from deepspeed.utils import groups
 
