@@ -114,6 +114,14 @@ class RecipeArguments(_script_arguments_base()):
             "fraction (0.05) or a count (200); chosen by a seeded hash of each row (data_prep/eval_split.py)."
         },
     )
+    retrieval_eval_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Every this many steps, score a slice of the retrieval eval (passkey and multi-key at max_length, "
+            "evaluation/callback.py) and log its accuracy like the eval loss; 0: off."
+        },
+    )
+    retrieval_eval_samples: int = field(default=2, metadata={"help": "Examples per cell of that slice (6 cells)."})
     allow_cross_document_attention: bool = field(
         default=False,
         metadata={

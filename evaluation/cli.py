@@ -75,8 +75,10 @@ def resolve_grid(args, overrides: list[str]):
         raise RecipeError(
             recipe.config_source,
             [
-                f"--lengths {bad}: every length must be a multiple of lcm(sp={topo.sp_size}, seq_alignment="
-                f"{recipe.seq_alignment}) = {multiple} and at most max_length {sft.max_length}"
+                (
+                    f"--lengths {bad}: every length must be a multiple of lcm(sp={topo.sp_size}, seq_alignment="
+                    f"{recipe.seq_alignment}) = {multiple} and at most max_length {sft.max_length}"
+                )
             ],
         )
     return recipe, topo
@@ -95,7 +97,7 @@ def main(argv: list[str]) -> int:
 
     args, overrides = parse_args(argv)
     try:
-        recipe, topo = resolve_grid(args, overrides)
+        _recipe, topo = resolve_grid(args, overrides)
     except RecipeError as exc:
         exit_on_recipe_error(exc)
     if args.checkpoint and not os.path.isdir(args.checkpoint):

@@ -7,7 +7,6 @@ examples; each SP group takes every dp-th one, and each rank of the group runs i
 head, so no [sequence, vocab] logits are ever built: a 256K-token example costs a training step's forward.
 """
 
-import json
 import os
 import sys
 
@@ -99,7 +98,9 @@ def run(args, recipe, sft, model_args) -> list[dict] | None:
     if not acc.is_main_process:
         return None
     by_group = gathered[::sp]  # one copy per SP group
-    return sorted((r for rows in by_group for r in rows), key=lambda r: (r["task"], r["length"], r["depth"], r["sample"]))
+    return sorted(
+        (r for rows in by_group for r in rows), key=lambda r: (r["task"], r["length"], r["depth"], r["sample"])
+    )
 
 
 def check_launch(recipe) -> None:
@@ -112,9 +113,11 @@ def check_launch(recipe) -> None:
         raise RecipeError(
             recipe.config_source,
             [
-                f"launched with world size {world} and sp={sp}, but {topo.path} asks for world size "
-                f"{topo.world_size} and sp={topo.sp_size}; run `python -m evaluation {recipe.config_source}` "
-                "(or `make eval`), which launches with the recipe's accelerate YAML"
+                (
+                    f"launched with world size {world} and sp={sp}, but {topo.path} asks for world size "
+                    f"{topo.world_size} and sp={topo.sp_size}; run `python -m evaluation {recipe.config_source}` "
+                    "(or `make eval`), which launches with the recipe's accelerate YAML"
+                )
             ],
         )
 

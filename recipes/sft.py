@@ -182,6 +182,19 @@ def main(recipe, training_args, model_args):
     if eval_dataset is not None:  # eval batches sharded across the SP group, one token-weighted eval loss
         keep_sp_in_eval()
         enable_sp_eval(trainer)
+    if recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
+        from evaluation.callback import RetrievalCallback
+
+        keep_sp_in_eval()
+        trainer.add_callback(
+            RetrievalCallback(
+                trainer,
+                tokenizer,
+                recipe.retrieval_eval_steps,
+                recipe.retrieval_eval_samples,
+                training_args.max_length,
+            )
+        )
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
     trainer.add_callback(ThroughputCallback(trainer.model, topo.sp_size))
     # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint

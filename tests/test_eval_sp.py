@@ -23,7 +23,8 @@ def write_corpus(folder: Path, n_docs: int = 18, seed: int = 11) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "train.jsonl", "w") as f:
         for _ in range(n_docs):
-            f.write(json.dumps({"text": " ".join(filler_sentence(rng) for _ in range(rng.randint(15, 45)))}) + "\n")
+            text = " ".join(filler_sentence(rng) for _ in range(rng.randint(15, 45)))
+            f.write(json.dumps({"text": text}) + "\n")
     return folder
 
 
@@ -57,7 +58,9 @@ def recipe_args(data, prepared, mode, sp, out="unused") -> list[str]:
 def eval_history(tmp, data, mode: str, sp: int) -> list[dict]:
     prepared, out = tmp / "prepared", tmp / f"{mode}-sp{sp}"
     prepare(data, prepared, mode, sp)
-    proc = accelerate_launch(f"accelerate_configs/cpu-sp{sp}.yaml", "recipes/sft.py", recipe_args(data, prepared, mode, sp, out))
+    proc = accelerate_launch(
+        f"accelerate_configs/cpu-sp{sp}.yaml", "recipes/sft.py", recipe_args(data, prepared, mode, sp, out)
+    )
     assert_ok(proc)
     assert f"x sp={sp};" in proc.stdout
     state = json.loads((out / "trainer_state.json").read_text())

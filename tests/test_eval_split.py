@@ -1,5 +1,6 @@
 """The eval split: whole documents held out by a seeded content hash, prepared exactly like the training rows."""
 
+import itertools
 import json
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def documents(folder: Path) -> list[tuple[int, ...]]:
     for row in load_from_disk(str(folder / DATASET)):
         ids, pos, labels = row["input_ids"], row["position_ids"], row["labels"]
         starts = [i for i, p in enumerate(pos) if p == 0] + [len(ids)]
-        spans = zip(starts, starts[1:], strict=False)
+        spans = itertools.pairwise(starts)
         docs += [tuple(ids[a:b]) for a, b in spans if any(x != -100 for x in labels[a:b])]
     return docs
 

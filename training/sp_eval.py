@@ -128,7 +128,9 @@ def enable_sp_eval(trainer) -> None:
         sums.add(out[0] if return_outputs else out, int((inputs["labels"][..., 1:] != -100).sum()))
         return out
 
-    def evaluation_loop(dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"):
+    def evaluation_loop(
+        dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
         sums.reset()
         if trainer.compute_metrics is None:  # loss only: no [batch, seq, vocab] logits kept or gathered
             prediction_loss_only = True

@@ -14,8 +14,10 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[str]:
     if recipe.prepare_data == "off":
         if recipe.eval_holdout:
             return [
-                f"{source}: `eval_holdout` holds documents out of the data `prepare_data` prepares; with "
-                "`prepare_data: off` use the dataset's own split (`dataset_test_split`) and drop `eval_holdout`"
+                (
+                    f"{source}: `eval_holdout` holds documents out of the data `prepare_data` prepares; with "
+                    "`prepare_data: off` use the dataset's own split (`dataset_test_split`) and drop `eval_holdout`"
+                )
             ]
         return []
     problems = []
