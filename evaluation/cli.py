@@ -109,7 +109,10 @@ def main(argv: list[str]) -> int:
     print(f"[eval] {cells} cells x {args.samples} samples: lengths {args.lengths}, depths {args.depths}")
     print("[launch]", shlex.join(["accelerate", "launch", *cmd[3:]]), flush=True)
     if args.dry_run:
+        from evaluation.cost import cost_line, grid_cost
         from preflight.cli import main as preflight
 
+        per_length = len(args.tasks) * len(args.depths) * args.samples
+        print(cost_line(grid_cost(args.recipe_path, overrides, args.lengths, per_length)))
         return preflight([args.recipe_path, "--intended", "--", *overrides])
     return subprocess.run(cmd, cwd=REPO_ROOT, check=False).returncode
