@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.eval_split import prepare_splits
 from data_prep.synthetic import filler_sentence
 from tests.helpers.launch import accelerate_launch, assert_ok
 
@@ -29,12 +28,11 @@ def write_corpus(folder: Path, n_docs: int = 18, seed: int = 11) -> Path:
 
 
 def prepare(data: Path, prepared: Path, mode: str, sp: int) -> None:
-    """What `make data` does for the recipe (in-process: the same PrepConfig the recipe resolves to)."""
-    from config.recipe import parse_recipe, recipe_topology
-    from data_prep.config import from_recipe
+    """`make data` for the recipe, in-process: both sides of the holdout and their manifests."""
+    from data_prep.__main__ import main as data_prep
 
-    recipe, sft, model = parse_recipe(recipe_args(data, prepared, mode, sp))
-    prepare_splits(from_recipe(recipe, sft, model, recipe_topology(recipe)), log=lambda *_: None)
+    args = recipe_args(data, prepared, mode, sp)
+    assert data_prep(["--recipe", args[1], "--", *args[2:]]) == 0
 
 
 def recipe_args(data, prepared, mode, sp, out="unused") -> list[str]:

@@ -21,7 +21,8 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Proble
         return []
     problems = []
     if sft.eval_strategy != "no" and not recipe.eval_holdout:
-        msg = f"is {sft.eval_strategy}, but with `prepare_data` the eval rows are held-out documents and none are"
+        strategy = getattr(sft.eval_strategy, "value", sft.eval_strategy)
+        msg = f"is `{strategy}`, but with `prepare_data` the eval rows are held-out documents and none are held out"
         fix = "set `eval_holdout` (a fraction like 0.05 or a count like 200), or `eval_strategy: no`"
         problems.append(error(source, "eval_strategy", msg, fix))
     if bad_holdout:
