@@ -49,7 +49,8 @@ def heatmap(cells: list[dict], path: Path, base: list[dict] | None = None, title
 
     tasks = sorted({c["task"] for c in cells})
     runs = [("base", base), ("this run", cells)] if base else [("", cells)]
-    fig, axes = plt.subplots(len(runs), len(tasks), figsize=(3.4 * len(tasks), 3.0 * len(runs)), squeeze=False)
+    size = (3.2 * len(tasks) + 1, 2.8 * len(runs) + 0.6)
+    fig, axes = plt.subplots(len(runs), len(tasks), figsize=size, squeeze=False, layout="constrained")
     for col, task in enumerate(tasks):
         for row, (label, data) in enumerate(runs):
             rows = [c for c in data if c["task"] == task]
@@ -59,11 +60,14 @@ def heatmap(cells: list[dict], path: Path, base: list[dict] | None = None, title
                 grid[lengths.index(c["length"]), depths.index(c["depth"])] = c["accuracy"]
             ax = axes[row][col]
             image = ax.imshow(grid, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+            for (i, j), value in np.ndenumerate(grid):
+                ax.text(j, i, "" if np.isnan(value) else f"{value:.2f}", ha="center", va="center", fontsize=7)
             ax.set_xticks(range(len(depths)), [f"{d:.0%}" for d in depths], fontsize=7)
             ax.set_yticks(range(len(lengths)), [str(n) for n in lengths], fontsize=7)
             ax.set_title(f"{task} {label}".strip(), fontsize=9)
             ax.set_xlabel("needle depth", fontsize=8)
-            ax.set_ylabel("context length (tokens)", fontsize=8)
+            if col == 0:
+                ax.set_ylabel("context length (tokens)", fontsize=8)
     fig.colorbar(image, ax=axes, shrink=0.8, label="accuracy (exact match)")
     fig.suptitle(title, fontsize=9)
     fig.savefig(path, dpi=110)
