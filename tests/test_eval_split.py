@@ -103,7 +103,8 @@ RECIPE += ["--per_device_eval_batch_size", "1"]
 
 
 def test_eval_with_prepared_data_needs_held_out_documents():
-    with pytest.raises(RecipeError, match="`eval_strategy`: is `steps`, .* none are held out; fix: set `eval_holdout`"):
+    expected = "`eval_strategy`: is `steps`, .* none are held out; fix: set `eval_holdout`"
+    with pytest.raises(RecipeError, match=expected):
         parse_recipe(RECIPE)
     recipe, sft, _ = parse_recipe([*RECIPE, "--eval_holdout", "0.1"])
     assert recipe.eval_holdout == 0.1 and sft.eval_strategy == "steps"
