@@ -62,7 +62,8 @@ def eval_history(tmp, data, mode: str, sp: int) -> list[dict]:
     assert_ok(proc)
     assert f"x sp={sp};" in proc.stdout
     state = json.loads((out / "trainer_state.json").read_text())
-    return [row for row in state["log_history"] if "eval_loss" in row]
+    rows = state["log_history"]
+    return [row for row in rows if "eval_loss" in row] + [row for row in rows if "retrieval_passkey_logprob" in row]
 
 
 @pytest.fixture(scope="module")
@@ -84,17 +85,26 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("sp", [2, 4])
 def test_eval_loss_matches_sp1(runs, mode, sp):
     base, other = runs(mode, 1), runs(mode, sp)
-    assert [r["step"] for r in base] == [0, 1] == [r["step"] for r in other]  # before training and after a step
-    for a, b in zip(base, other, strict=True):
+    evals = [r for r in base if "eval_loss" in r], [r for r in other if "eval_loss" in r]
+    assert [r["step"] for r in evals[0]] == [0, 1] == [r["step"] for r in evals[1]]  # before training, after a step
+    for a, b in zip(*evals, strict=True):
         assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=RTOL), f"step {a['step']}"
         assert b["eval_label_tokens"] == a["eval_label_tokens"]
+    # the in-training retrieval slice (evaluation/callback.py) scores the same on every mesh
+    slices = (
+        [r for r in base if "retrieval_passkey_logprob" in r],
+        [r for r in other if "retrieval_passkey_logprob" in r],
+    )
+    assert len(slices[0]) == 1 == len(slices[1])
+    for key in ("retrieval_passkey_logprob", "retrieval_multikey_logprob", "retrieval_passkey_accuracy"):
+        assert slices[1][0][key] == pytest.approx(slices[0][0][key], rel=RTOL), key
 
 
 def test_eval_scores_every_held_out_label_token_once(runs):
     """The count is the held-out documents' label tokens (padding rows add none), and a step moves the loss."""
     from datasets import load_from_disk
 
-    history = runs("unpacked", 4)
+    history = [r for r in runs("unpacked", 4) if "eval_loss" in r]
     folder = next(runs.prepared.glob("*-eval-*"))
     expected = sum(sum(x != -100 for x in row["labels"][1:]) for row in load_from_disk(str(folder / "dataset")))
     assert history[0]["eval_label_tokens"] == expected > 0
