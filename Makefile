@@ -48,10 +48,9 @@ install-gpu: $(STAMP)
 	# flash-attn compiles against the CUDA toolkit: needs nvcc and a CUDA build of torch.
 	$(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 
-# Preflight first: a broken launch stops here, before any download or process start.
+# One process: preflight (a broken launch stops before any download or process start), the prepared data
+# (a cache hit when nothing changed), then the accelerate launch of the recipe's own YAML.
 sft: $(STAMP)
-	$(PY) -m preflight $(RECIPE) --this-machine $(PREFLIGHT_FLAGS) -- $(ARGS)
-	$(PY) -m data_prep --recipe $(RECIPE) --skip-if-off -- $(ARGS)
 	$(PY) -m launcher $(RECIPE) -- $(ARGS)
 
 # Preflight first, as for sft; then the retrieval grid on the recipe's mesh (table, results.json, heatmap.png).

@@ -1,0 +1,25 @@
+"""Prepare a parsed recipe's data and record its manifest: what `make data` and `make sft` both do."""
+
+import json
+
+from config.paths import display_path, resolve_recipe
+from config.prepared import REPORT, prep_settings, write_manifest
+from data_prep.config import check, from_recipe, source_fingerprint
+from data_prep.eval_split import eval_config, prepare_splits
+
+
+def prepare_for_recipe(recipe, sft, model, topo, name: str, force: bool = False, **extra):
+    """Build (or find in the cache) the recipe's prepared dataset; write the manifest training ranks read.
+
+    `extra` are data_prep's own knobs (num_proc, shard_tokens, output_dir); an `output_dir` other than the
+    recipe's `prepared_data_dir` writes no manifest, since the recipe's ranks would not look there.
+    """
+    cfg = check(from_recipe(recipe, sft, model, topo, **extra))
+    folder, eval_folder = prepare_splits(cfg, force=force)  # eval_folder: the held-out side, when `eval_holdout`
+    sides = [(folder, cfg, "train")] + ([(eval_folder, eval_config(cfg), "eval")] if eval_folder else [])
+    for where, side, role in sides if "output_dir" not in extra else []:
+        key = json.loads((where / REPORT).read_text())["cache_key"]
+        source = source_fingerprint(side) if side.inputs else []
+        settings = prep_settings(recipe, sft, model, topo, role)
+        write_manifest(settings, where, key, source, display_path(resolve_recipe(name)))
+    return folder
