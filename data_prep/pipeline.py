@@ -17,6 +17,7 @@ import numpy as np
 from data_prep.config import PrepConfig
 from data_prep.counts import Counts
 from data_prep.errors import PrepError
+from data_prep.eval_split import report_meta, select
 from data_prep.formats import COLUMNS, detect_format, extract, has_columns
 from data_prep.plot import save_plot
 from data_prep.progress import Progress
@@ -144,7 +145,7 @@ class Preparer:
         """Both passes into the writer; returns the format used."""
         self.meter = Meter()
         records, self.total_bytes = _records(self.cfg, self.meter)
-        fmt, records = _first_format(self.cfg, records)
+        fmt, records = _first_format(self.cfg, select(self.cfg, records))  # one side of the holdout
         encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc)
         tok = encoder.tok
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -207,4 +208,5 @@ def _meta(cfg: PrepConfig) -> dict:
         "seed": cfg.seed,
         "shard_tokens": cfg.shard_tokens,
         "source": cfg.hub or [Path(p).name for p in cfg.inputs],
+        **report_meta(cfg),
     }
