@@ -15,9 +15,8 @@ def prepare_for_recipe(recipe, sft, model, topo, name: str, force: bool = False,
     recipe's `prepared_data_dir` writes no manifest, since the recipe's ranks would not look there.
     """
     cfg = check(from_recipe(recipe, sft, model, topo, **extra))
-    folder, eval_folder = prepare_splits(
-        cfg, force=force, progress=progress
-    )  # eval_folder: the held-out side, when `eval_holdout`
+    # eval_folder: the held-out side, when the recipe sets `eval_holdout`
+    folder, eval_folder = prepare_splits(cfg, force=force, progress=progress)
     sides = [(folder, cfg, "train")] + ([(eval_folder, eval_config(cfg), "eval")] if eval_folder else [])
     for where, side, role in sides if "output_dir" not in extra else []:
         key = json.loads((where / REPORT).read_text())["cache_key"]
