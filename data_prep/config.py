@@ -39,6 +39,7 @@ class PrepConfig:
     output_dir: str = "data/prepared"
     shard_tokens: int = 8_000_000  # tokens packed together; bounds memory, whatever the corpus size
     num_proc: int = 1
+    chat_template: str | None = None  # a .jinja file replacing the tokenizer's template (`chat_template_path`)
 
     @property
     def layout(self) -> Layout:
@@ -67,8 +68,10 @@ class PrepConfig:
 
     def cache_key(self) -> str:
         # paths enter through their fingerprints, so a relative and an absolute spelling share one key
-        ignored = ("output_dir", "num_proc", "inputs", "tokenizer")
+        ignored = ("output_dir", "num_proc", "inputs", "tokenizer", "chat_template")
         keyed = {k: v for k, v in asdict(self).items() if k not in ignored}
+        if self.chat_template:  # the template's text decides the masks, wherever the file lies
+            keyed["chat_template"] = hashlib.sha256(Path(self.chat_template).read_bytes()).hexdigest()
         keyed.update(source=source_fingerprint(self), tokenizer=tokenizer_fingerprint(self.tokenizer))
         keyed["version"] = FORMAT_VERSION
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
@@ -113,6 +116,7 @@ def tokenizer_fingerprint(name: str) -> str:
 
 def from_recipe(recipe, sft, model, topo, **overrides) -> PrepConfig:
     """The PrepConfig a parsed recipe asks for; sp_size comes from its accelerate YAML, never typed twice."""
+    from config.chat_templates import ChatTemplateError, resolve_chat_template
     from config.paths import REPO_ROOT
 
     name = recipe.dataset_name
@@ -122,6 +126,10 @@ def from_recipe(recipe, sft, model, topo, **overrides) -> PrepConfig:
     if not sft.max_length:
         raise PrepError(f"{recipe.config_source}: `max_length` must be set to prepare data")
     out_dir = Path(recipe.prepared_data_dir)
+    try:
+        template = resolve_chat_template(sft.chat_template_path)
+    except ChatTemplateError as exc:
+        raise PrepError(f"{recipe.config_source}: {exc}") from None
     return PrepConfig(
         tokenizer=_resolve(model.model_name_or_path, REPO_ROOT),
         max_length=sft.max_length,
@@ -138,6 +146,7 @@ def from_recipe(recipe, sft, model, topo, **overrides) -> PrepConfig:
         fixed_length=fixed,
         seed=sft.seed,
         output_dir=str(out_dir if out_dir.is_absolute() else REPO_ROOT / out_dir),
+        chat_template=str(template) if template else None,
         **overrides,
     )
 

@@ -147,7 +147,7 @@ class Preparer:
         encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc)
         self.pad_id = encoder.tok.pad_token_id if encoder.tok.pad_token_id is not None else encoder.tok.eos_token_id
         if fmt == "messages":
-            check_chat_template(encoder.tok, self.cfg.tokenizer)
+            check_chat_template(encoder.tok, self.cfg.tokenizer, self.cfg.chat_template)
         policy, buf, shard = self.cfg.resolved_policy(fmt), ShardBuffer(), 0
         try:
             bar = tqdm(desc="tokenize+pack", unit=" docs", disable=None)

@@ -30,13 +30,21 @@ def load_tokenizer(name: str):
     return tok
 
 
-def check_chat_template(tok, name: str) -> None:
-    """Assistant-only loss needs `{% generation %}` markers in the template to find assistant tokens."""
+def check_chat_template(tok, name: str, template_path: str | None = None) -> None:
+    """Assistant-only loss needs `{% generation %}` markers in the template to find assistant tokens.
+
+    `template_path` (the recipe's `chat_template_path`) replaces the tokenizer's own template first, as
+    TRL's SFTTrainer does with the same key, so the masks here match what the trained model is saved with."""
+    if template_path:
+        with open(template_path, encoding="utf-8") as f:
+            tok.chat_template = f.read()
     template = tok.chat_template if isinstance(tok.chat_template, str) else ""
     if not GENERATION_TAG.search(template):
+        where = template_path or f"tokenizer {name!r}"
         raise PrepError(
-            f"tokenizer {name!r}: its chat template has no `{{% generation %}}` markers, so assistant tokens "
-            "cannot be found for assistant-only loss; use a template with them (as TRL's assistant_only_loss needs)"
+            f"{where}: the chat template has no `{{% generation %}}` markers, so assistant tokens cannot be found "
+            "for assistant-only loss; set the recipe's `chat_template_path` to a template with them "
+            "(chat_templates/ has one per catalog model)"
         )
 
 

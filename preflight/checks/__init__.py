@@ -10,6 +10,7 @@ import re
 from config.problems import Problem, error
 from preflight.checks import (
     attention,
+    chat_template,
     deepspeed,
     files,
     heads,
@@ -21,7 +22,9 @@ from preflight.checks import (
     world,
 )
 
-CHECKS = (files, heads, world, sequence, attention, positions, deepspeed, trl_limits, resume, memory_fit)
+CHECKS = (
+    files, heads, world, sequence, attention, chat_template, positions, deepspeed, trl_limits, resume, memory_fit,
+)  # fmt: skip
 
 
 def run_checks(launch) -> list[Problem]:
