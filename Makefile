@@ -40,9 +40,18 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# Only for recipes that set attn_implementation: flash_attention_2; sdpa needs none of this (torch's own varlen
+# kernel). PyPI has only flash-attn's source, and no prebuilt wheel matches torch 2.13, so this compiles it against
+# the installed torch: it needs a CUDA build of torch (not the CPU wheel), nvcc of the same CUDA major as
+# torch.version.cuda, and ninja (without it the build is serial). MAX_JOBS bounds the parallel nvcc processes
+# (each can take several GB of RAM). The last line loads the compiled extension, as preflight does.
+FLASH_JOBS ?= 4
 install-gpu: $(STAMP)
-	# flash-attn compiles against the CUDA toolkit: needs nvcc and a CUDA build of torch.
-	$(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
+	@$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'error: torch ' + torch.__version__ + ' is a CPU build; install the CUDA wheel of torch==2.13.0 first')"
+	@command -v nvcc >/dev/null || { echo "error: nvcc not found: install the CUDA toolkit (same major as torch.version.cuda)"; exit 1; }
+	$(PY) -m pip install -q ninja packaging psutil
+	MAX_JOBS=$(FLASH_JOBS) $(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
+	$(PY) -c "import torch, flash_attn_2_cuda; print('flash-attn loads against torch', torch.__version__)"
 
 # Preflight first: a broken launch stops here, before any download or process start.
 sft: $(STAMP)
