@@ -14,8 +14,9 @@ PROBE_FLAGS ?=
 LADDER_FLAGS ?=
 PYTEST_ARGS ?=
 PREFLIGHT_FLAGS ?=
+REHEARSE_FLAGS ?=
 
-.PHONY: help install install-gpu sft validate plan data probe gpu-ladder test test-all lint format lock
+.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-all lint format lock
 
 help:
 	@echo "RECIPE names a file under recipes/ without .yaml (default tiny-llama/sft-2k-cpu-sp2); ARGS are recipe overrides"
@@ -27,6 +28,7 @@ help:
 	@echo "make validate RECIPE=.. [PREFLIGHT_FLAGS=\"--num-gpus 8\"] preflight: every problem of a launch, before any GPU work"
 	@echo "make plan RECIPE=.. [PREFLIGHT_FLAGS=\"--gpu-memory-gb 80\"] the mesh, tokens per rank and the memory plan per rank"
 	@echo "make probe RECIPE=.. [PROBE_FLAGS=\"--sp 2\"]              prove packed documents stay isolated (exit 1 on a leak)"
+	@echo "make rehearse RECIPE=.. [REHEARSE_FLAGS=--keep]          the recipe in miniature on CPU, end to end (no GPU)"
 	@echo "make gpu-ladder [LADDER_FLAGS=--tiny]                   single-GPU ALST memory ladder (benchmarks/)"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -71,6 +73,10 @@ plan: $(STAMP)
 
 probe: $(STAMP)
 	$(PY) -m isolation_probe $(RECIPE) $(PROBE_FLAGS)
+
+# The recipe in miniature on CPU through its real commands (rehearsal/); REHEARSE_FLAGS: --workdir DIR, --keep
+rehearse: $(STAMP)
+	$(PY) -m rehearsal $(RECIPE) $(REHEARSE_FLAGS)
 
 # On a GPU machine without network use `benchmarks/gpu_memory_ladder.sh run` (offline wheels) instead.
 gpu-ladder: $(STAMP)
