@@ -113,6 +113,11 @@ def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
         "accelerate_config": str(work / "accelerate.yaml"),
         "report_to": "none",
     }
+    if raw.get("attn_implementation") in ("sdpa", None) and raw.get("prepare_data") == "packed":
+        notes.append(
+            "attention: sdpa as the recipe sets it; on CPU packed rows take the per-document path "
+            "(torch's varlen FlashAttention kernel, which a GPU run uses, is CUDA only)"
+        )
     out.pop("model_config_source", None)
     out.update(sized)
     if sp > 1:  # gloo needs one shape on every rank (config.recipe's rule for sp>1 on CPU)
