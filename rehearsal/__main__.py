@@ -47,9 +47,11 @@ def prepare_model(derived: Derived, raw_recipe: Path, work: Path) -> list[str]:
     if not (snapshot / "config.json").is_file():
         snapshot = repo_path(name)  # a local model folder (the tiny CPU recipe)
     corpus = write_sample(work / "data", raw.get("dataset_format", "auto"), int(raw.get("seed", 42)))
-    template_path = resolve_chat_template(raw.get("chat_template_path"))
+    # The stand-in carries the model's stock template, as the real tokenizer does, so the recipe's
+    # `chat_template_path` must replace it in data_prep and in the trainer for the rehearsal to pass.
     stock = stock_template(name)
-    template = template_path.read_text() if template_path else (stock[0] if stock else None)
+    template_path = resolve_chat_template(raw.get("chat_template_path"))
+    template = stock[0] if stock else (template_path.read_text() if template_path else None)
     return write_model(work / "model", snapshot, derived.sp, corpus, name, template)
 
 

@@ -136,7 +136,7 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
         tokenizer = stand_in_tokenizer(family(config), corpus, template)
         ids = f"bos={tokenizer.bos_token}, eos={tokenizer.eos_token}, pad={tokenizer.pad_token}"
         line = f"tokenizer: {recipe_model}'s is not on disk; a {len(tokenizer)}-token BPE stands in with its special "
-        notes = [line + f"tokens ({ids}) and chat template"]
+        notes = [line + f"tokens ({ids}) and stock chat template (the recipe's chat_template_path replaces it)"]
     mini = miniature_config(config, sp, len(tokenizer), token_ids(tokenizer))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(mini, indent=2) + "\n")
