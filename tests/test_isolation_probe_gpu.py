@@ -39,7 +39,7 @@ def test_defaults_without_a_gpu():
     a = args(recipe="tiny-llama/sft-2k-cpu-sp2")
     assert resolve_device(a) is None and (a.device, a.sp) == ("cpu", 1)
     assert "no CUDA GPU" in resolve_device(args(device="cuda"))
-    assert main([GPU_RECIPE]) == 2  # flash attention without a GPU: refused, as before
+    assert main(["tests/recipes/eight-gpu.yaml"]) == 2  # flash attention without a GPU: refused, as before
 
 
 @pytest.mark.gpu
