@@ -58,8 +58,7 @@ def stock_template(model_name: str) -> tuple[str, str] | None:
     tokenizer_config.json's `chat_template`) and in the architecture snapshot architectures/<org>/<model>/
     (the stock template shipped with the config).
     """
-    folders = (Path(model_name), REPO_ROOT / model_name, *_hub_cache_snapshots(model_name))
-    for folder in (*folders, ARCHITECTURES_DIR / model_name):
+    for folder in (*_model_folders(model_name), ARCHITECTURES_DIR / model_name):
         jinja, config = folder / "chat_template.jinja", folder / "tokenizer_config.json"
         if jinja.is_file():
             return jinja.read_text(), str(jinja)
@@ -76,3 +75,21 @@ def _hub_cache_snapshots(name: str) -> list[Path]:
     hub = Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
     snapshots = hub / f"models--{name.replace('/', '--')}" / "snapshots"
     return sorted(snapshots.iterdir())[::-1] if snapshots.is_dir() else []
+
+
+def model_type(model_name: str) -> str | None:
+    """The `model_type` of a model's config.json on disk (local folder, Hugging Face cache, snapshot), if any."""
+    folders = (
+        Path(model_name),
+        REPO_ROOT / model_name,
+        *_hub_cache_snapshots(model_name),
+        ARCHITECTURES_DIR / model_name,
+    )
+    for folder in folders:
+        if (folder / "config.json").is_file():
+            return json.loads((folder / "config.json").read_text()).get("model_type")
+    return None
+
+
+def _model_folders(name: str) -> tuple[Path, ...]:
+    return (Path(name), REPO_ROOT / name, *_hub_cache_snapshots(name))

@@ -10,6 +10,7 @@ from config.chat_templates import (
     TRAINING_TEMPLATES,
     ChatTemplateError,
     has_generation_markers,
+    model_type,
     resolve_chat_template,
     stock_template,
 )
@@ -32,11 +33,11 @@ def suggested_fix(model_type: str | None) -> str:
     return f"set `{KEY}` to a .jinja copy of the model's template with {{% generation %}} around assistant turns"
 
 
-def chat_template_problems(recipe, sft, model, source: str, model_type: str | None = None) -> list[Problem]:
+def chat_template_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     """Every reason the recipe's chat template cannot give assistant-only masks; [] when it can."""
     if not needs_markers(recipe, sft):
         return []
-    fix = suggested_fix(model_type)
+    fix = suggested_fix(model_type(recipe.model_config_source or model.model_name_or_path))
     if sft.chat_template_path:
         try:
             path = resolve_chat_template(sft.chat_template_path)
