@@ -144,7 +144,7 @@ class Preparer:
         from tqdm import tqdm
 
         fmt, records = _first_format(self.cfg, _records(self.cfg))
-        encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc)
+        encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc, self.cfg.chat_template)
         self.pad_id = encoder.tok.pad_token_id if encoder.tok.pad_token_id is not None else encoder.tok.eos_token_id
         if fmt == "messages":
             check_chat_template(encoder.tok, self.cfg.tokenizer, self.cfg.chat_template)

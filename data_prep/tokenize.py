@@ -48,10 +48,12 @@ def check_chat_template(tok, name: str, template_path: str | None = None) -> Non
         )
 
 
-def _init_worker(name: str) -> None:
+def _init_worker(name: str, chat_template: str | None = None) -> None:
     global _TOKENIZER
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _TOKENIZER = load_tokenizer(name)
+    if chat_template is not None:  # the recipe's `chat_template_path`, as the main process applied it
+        _TOKENIZER.chat_template = chat_template
 
 
 def _with_eos(ids: list[int], eos: int | None) -> list[int]:
@@ -87,12 +89,16 @@ def _encode_in_worker(job):
 class Encoder:
     """Encodes batches in order, in-process (num_proc=1) or over a pool of worker processes."""
 
-    def __init__(self, name: str, num_proc: int):
+    def __init__(self, name: str, num_proc: int, chat_template_path: str | None = None):
         self.tok = load_tokenizer(name)
+        template = None
+        if chat_template_path:  # replaces the tokenizer's own template in every process, or masks would differ
+            with open(chat_template_path, encoding="utf-8") as f:
+                template = self.tok.chat_template = f.read()
         self.name, self.num_proc = name, num_proc
         self.pool = None
         if num_proc > 1:
-            self.pool = get_context("spawn").Pool(num_proc, initializer=_init_worker, initargs=(name,))
+            self.pool = get_context("spawn").Pool(num_proc, initializer=_init_worker, initargs=(name, template))
 
     def map(self, jobs):
         """Yield encoded batches for an iterable of (fmt, payloads), in order (determinism).

@@ -129,3 +129,23 @@ def test_preflight_refuses_a_messages_recipe_without_markers(capsys, tmp_path, n
 
 def yaml_model(name: str) -> str:
     return load_yaml_mapping(RECIPES_DIR / f"{name}.yaml")["model_name_or_path"]
+
+
+def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
+    """`chat_template_path` replaces the tokenizer's template in data_prep's worker processes too."""
+    from data_prep.tokenize import Encoder
+    from rehearsal.miniature import stand_in_tokenizer
+
+    stock, _ = stock_template("meta-llama/Llama-3.1-8B-Instruct")
+    stand_in_tokenizer("llama", ["Hello there. " * 20], stock).save_pretrained(tmp_path)
+    training = str(resolve_chat_template("llama3.1-instruct-training"))
+    jobs = [("messages", [CONVERSATIONS["system and two turns"]])]
+    masks = []
+    for num_proc in (1, 2):
+        encoder = Encoder(str(tmp_path), num_proc, training)
+        try:
+            ((_, mask),) = next(encoder.map(iter(jobs)))
+        finally:
+            encoder.close()
+        masks.append(mask.tolist())
+    assert masks[0] == masks[1] and sum(masks[0]) > 0
