@@ -18,7 +18,9 @@ PREFLIGHT_FLAGS ?=
 EVAL_FLAGS ?=
 CHECKPOINT ?=
 
-.PHONY: help install install-gpu sft validate plan data probe gpu-ladder test test-all lint format lock eval
+REHEARSE_FLAGS ?=
+
+.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-all lint format lock eval
 
 help:
 	@echo "RECIPE names a file under recipes/ without .yaml (default tiny-llama/sft-2k-cpu-sp2); ARGS are recipe overrides"
@@ -31,6 +33,7 @@ help:
 	@echo "make validate RECIPE=.. [PREFLIGHT_FLAGS=\"--num-gpus 8\"] preflight: every problem of a launch, before any GPU work"
 	@echo "make plan RECIPE=.. [PREFLIGHT_FLAGS=\"--gpu-memory-gb 80\"] the mesh, tokens per rank and the memory plan per rank"
 	@echo "make probe RECIPE=.. [PROBE_FLAGS=\"--sp 2\"]              prove packed documents stay isolated (exit 1 on a leak)"
+	@echo "make rehearse RECIPE=.. [REHEARSE_FLAGS=--keep]          the recipe in miniature on CPU, end to end (no GPU)"
 	@echo "make gpu-ladder [LADDER_FLAGS=--tiny]                   single-GPU ALST memory ladder (benchmarks/)"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -44,9 +47,18 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# Only for recipes that set attn_implementation: flash_attention_2; sdpa needs none of this (torch's own varlen
+# kernel). PyPI has only flash-attn's source, and no prebuilt wheel matches torch 2.13, so this compiles it against
+# the installed torch: it needs a CUDA build of torch (not the CPU wheel), nvcc of the same CUDA major as
+# torch.version.cuda, and ninja (without it the build is serial). MAX_JOBS bounds the parallel nvcc processes
+# (each can take several GB of RAM). The last line loads the compiled extension, as preflight does.
+FLASH_JOBS ?= 4
 install-gpu: $(STAMP)
-	# flash-attn compiles against the CUDA toolkit: needs nvcc and a CUDA build of torch.
-	$(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
+	@$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'error: torch ' + torch.__version__ + ' is a CPU build; install the CUDA wheel of torch==2.13.0 first')"
+	@command -v nvcc >/dev/null || { echo "error: nvcc not found: install the CUDA toolkit (same major as torch.version.cuda)"; exit 1; }
+	$(PY) -m pip install -q ninja packaging psutil
+	MAX_JOBS=$(FLASH_JOBS) $(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
+	$(PY) -c "import torch, flash_attn_2_cuda; print('flash-attn loads against torch', torch.__version__)"
 
 # One process: preflight (a broken launch stops before any download or process start), the prepared data
 # (a cache hit when nothing changed), then the accelerate launch of the recipe's own YAML.
@@ -70,6 +82,10 @@ plan: $(STAMP)
 
 probe: $(STAMP)
 	$(PY) -m isolation_probe $(RECIPE) $(PROBE_FLAGS)
+
+# The recipe in miniature on CPU through its real commands (rehearsal/); REHEARSE_FLAGS: --workdir DIR, --keep
+rehearse: $(STAMP)
+	$(PY) -m rehearsal $(RECIPE) $(REHEARSE_FLAGS)
 
 # On a GPU machine without network use `benchmarks/gpu_memory_ladder.sh run` (offline wheels) instead.
 gpu-ladder: $(STAMP)

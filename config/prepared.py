@@ -13,6 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from config.chat_templates import resolve_chat_template
 from config.paths import REPO_ROOT
 
 DATASET = "dataset"  # the `datasets` folder inside a prepared dataset
@@ -41,6 +42,7 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
     # `eval_holdout` (data_prep/eval_split.py): the train and the held-out side are two settings, two manifests;
     # without it the settings (and so every existing manifest) are what they were before the eval split
     split = {"holdout": recipe.eval_holdout, "role": role} if recipe.eval_holdout else {}
+    template = resolve_chat_template(sft.chat_template_path)
     return {
         **split,
         "tokenizer": _resolve(model.model_name_or_path),
@@ -58,6 +60,8 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
         "fixed_length": fixed,
         "seed": sft.seed,
         "output_dir": str(out_dir if out_dir.is_absolute() else REPO_ROOT / out_dir),
+        # the template that replaces the tokenizer's (`chat_template_path`): its masks are the data's
+        "chat_template": str(template) if template else None,
     }
 
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from config.chat_templates import ChatTemplateError
 from config.prepared import local_fingerprint, prep_settings, tokenizer_fingerprint
 from data_prep.errors import PrepError
 from data_prep.formats import FORMATS
@@ -41,6 +42,7 @@ class PrepConfig:
     num_proc: int = 1
     holdout: float = 0.0  # eval documents held out: a fraction (< 1) or a count (data_prep/eval_split.py)
     role: str = "train"  # train | eval: which side of the holdout this config prepares
+    chat_template: str | None = None  # a .jinja file replacing the tokenizer's template (`chat_template_path`)
 
     @property
     def layout(self) -> Layout:
@@ -72,10 +74,12 @@ class PrepConfig:
 
     def cache_key(self) -> str:
         # paths enter through their fingerprints, so a relative and an absolute spelling share one key
-        ignored = ("output_dir", "num_proc", "inputs", "tokenizer")
+        ignored = ("output_dir", "num_proc", "inputs", "tokenizer", "chat_template")
         if not self.holdout:  # no eval split: the key of every dataset prepared before the split existed
             ignored += ("holdout", "role")
         keyed = {k: v for k, v in asdict(self).items() if k not in ignored}
+        if self.chat_template:  # the template's text decides the masks, wherever the file lies
+            keyed["chat_template"] = hashlib.sha256(Path(self.chat_template).read_bytes()).hexdigest()
         keyed.update(source=source_fingerprint(self), tokenizer=tokenizer_fingerprint(self.tokenizer))
         keyed["version"] = FORMAT_VERSION
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
@@ -107,7 +111,10 @@ def from_recipe(recipe, sft, model, topo, role: str = "train", **overrides) -> P
     """The PrepConfig a parsed recipe asks for (config.prepared.prep_settings: sp from its accelerate YAML)."""
     if not sft.max_length:
         raise PrepError(f"{recipe.config_source}: `max_length` must be set to prepare data")
-    settings = prep_settings(recipe, sft, model, topo, role)
+    try:
+        settings = prep_settings(recipe, sft, model, topo, role)
+    except ChatTemplateError as exc:
+        raise PrepError(f"{recipe.config_source}: {exc}") from None
     return PrepConfig(**{**settings, "inputs": tuple(settings["inputs"]), **overrides})  # --output wins
 
 

@@ -90,16 +90,3 @@ def report_meta(cfg) -> dict:
         return {}
     kind = "fraction" if cfg.holdout < 1 else "documents"
     return {"split": cfg.role, "eval_holdout": {kind: cfg.holdout, "by": "sha256(seed, row JSON)"}}
-
-
-def prepare_splits(cfg, force: bool = False, log=print, **kwargs):
-    """Prepare the train side and, when the config holds documents out, the eval side; returns both folders."""
-    from data_prep.pipeline import prepare
-
-    train, _ = prepare(cfg, force=force, log=log, **kwargs)
-    ev = eval_config(cfg)
-    if ev is None:
-        return train, None
-    log("[data] eval split: the held-out documents, prepared the same way")
-    folder, _ = prepare(ev, force=force, log=log, **kwargs)
-    return train, folder

@@ -17,7 +17,7 @@ import numpy as np
 from data_prep.config import PrepConfig
 from data_prep.counts import Counts
 from data_prep.errors import PrepError
-from data_prep.eval_split import report_meta, select
+from data_prep.eval_split import eval_config, report_meta, select
 from data_prep.formats import COLUMNS, detect_format, extract, has_columns
 from data_prep.plot import save_plot
 from data_prep.progress import Progress
@@ -146,11 +146,11 @@ class Preparer:
         self.meter = Meter()
         records, self.total_bytes = _records(self.cfg, self.meter)
         fmt, records = _first_format(self.cfg, select(self.cfg, records))  # one side of the holdout
-        encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc)
+        encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc, self.cfg.chat_template)
         tok = encoder.tok
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         if fmt == "messages":
-            check_chat_template(tok, self.cfg.tokenizer)
+            check_chat_template(tok, self.cfg.tokenizer, self.cfg.chat_template)
         store = SegmentStore(writer.tmp / SPILL)
         try:
             self.first_pass(fmt, records, encoder, store, progress)
@@ -210,3 +210,14 @@ def _meta(cfg: PrepConfig) -> dict:
         "source": cfg.hub or [Path(p).name for p in cfg.inputs],
         **report_meta(cfg),
     }
+
+
+def prepare_splits(cfg, force: bool = False, log=print, **kwargs):
+    """Prepare the train side and, when the config holds documents out, the eval side; returns both folders."""
+    train, _ = prepare(cfg, force=force, log=log, **kwargs)
+    ev = eval_config(cfg)
+    if ev is None:
+        return train, None
+    log("[data] eval split: the held-out documents, prepared the same way")
+    folder, _ = prepare(ev, force=force, log=log, **kwargs)
+    return train, folder

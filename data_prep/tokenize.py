@@ -48,13 +48,21 @@ def load_tokenizer(name: str):
     return tok
 
 
-def check_chat_template(tok, name: str) -> None:
-    """Assistant-only loss needs `{% generation %}` markers in the template to find assistant tokens."""
+def check_chat_template(tok, name: str, template_path: str | None = None) -> None:
+    """Assistant-only loss needs `{% generation %}` markers in the template to find assistant tokens.
+
+    `template_path` (the recipe's `chat_template_path`) replaces the tokenizer's own template first, as
+    TRL's SFTTrainer does with the same key, so the masks here match what the trained model is saved with."""
+    if template_path:
+        with open(template_path, encoding="utf-8") as f:
+            tok.chat_template = f.read()
     template = tok.chat_template if isinstance(tok.chat_template, str) else ""
     if not GENERATION_TAG.search(template):
+        where = template_path or f"tokenizer {name!r}"
         raise PrepError(
-            f"tokenizer {name!r}: its chat template has no `{{% generation %}}` markers, so assistant tokens "
-            "cannot be found for assistant-only loss; use a template with them (as TRL's assistant_only_loss needs)"
+            f"{where}: the chat template has no `{{% generation %}}` markers, so assistant tokens cannot be found "
+            "for assistant-only loss; set the recipe's `chat_template_path` to a template with them "
+            "(chat_templates/ has one per catalog model)"
         )
 
 
@@ -137,11 +145,14 @@ class BatchEncoder:
 class Encoder:
     """Encodes batches in order, one batch ahead of the caller, in a background thread."""
 
-    def __init__(self, name: str, num_proc: int | None = None):
+    def __init__(self, name: str, num_proc: int | None = None, chat_template_path: str | None = None):
         if num_proc:  # the Rust tokenizer's thread pool size; read once, when it first encodes
             os.environ["RAYON_NUM_THREADS"] = str(num_proc)
         os.environ["TOKENIZERS_PARALLELISM"] = "true" if num_proc != 1 else "false"
         self.tok = load_tokenizer(name)
+        if chat_template_path:  # the recipe's template replaces the tokenizer's: the masks come from it
+            with open(chat_template_path, encoding="utf-8") as f:
+                self.tok.chat_template = f.read()
         self.encode = BatchEncoder(self.tok)
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tokenize")
 

@@ -133,15 +133,16 @@ def register_ulysses(model, attn: str, sp: int, batch_size: int) -> None:
     )
 
 
-def run(recipe: str, sp: int, rank: int, isolation: bool, compare_stock: bool, parity: bool) -> dict:
+def run(recipe: str, sp: int, rank: int, isolation: bool, compare_stock: bool, parity: bool, device="cpu") -> dict:
     """Every requested check on this rank; the report is the same on all ranks."""
     name, attn = recipe_model(recipe)
     config = tiny_config(load_architecture(name))
-    device = "cuda" if attn.startswith("flash") else "cpu"
+    if device == "cuda" or attn.startswith("flash"):  # one GPU per rank
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     model = build_probe_model(config, attn, seed=0, device=device)
     layouts = LAYOUTS if attn == "sdpa" else LAYOUTS[:1]  # flash isolates from position_ids at one row only
     batch = packed_batch(config.vocab_size, layouts=layouts)
-    report = {"recipe": recipe, "model": name, "attn_implementation": attn, "sp": sp}
+    report = {"recipe": recipe, "model": name, "attn_implementation": attn, "sp": sp, "device": device}
     report["install"] = install_document_isolation(attn, config, enabled=isolation)
     atol = LOGIT_ATOL if model.dtype == torch.float32 else BF16_ATOL
     if parity:
@@ -175,12 +176,16 @@ def main() -> None:
     parser.add_argument("--no-isolation", action="store_true")
     parser.add_argument("--compare-stock", action="store_true")
     parser.add_argument("--parity", action="store_true")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
     sp, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     import deepspeed
 
-    deepspeed.init_distributed(dist_backend="gloo")  # DeepSpeed's SP groups live on deepspeed.comm
-    report = run(args.recipe, sp, rank, not args.no_isolation, args.compare_stock, args.parity)
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # before NCCL binds this rank to a device
+    # DeepSpeed's SP groups live on deepspeed.comm: NCCL between GPUs, gloo between CPU processes
+    deepspeed.init_distributed(dist_backend="nccl" if args.device == "cuda" else "gloo")
+    report = run(args.recipe, sp, rank, not args.no_isolation, args.compare_stock, args.parity, args.device)
     if rank == 0:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

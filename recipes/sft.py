@@ -23,6 +23,7 @@ from datasets import load_dataset
 from transformers import AutoTokenizer
 from trl import SFTTrainer, get_peft_config
 
+from config.chat_templates import ChatTemplateError, resolve_chat_template
 from config.checkpoints import resolve_resume
 from config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from config.topology import Topology
@@ -132,6 +133,11 @@ def main(recipe, training_args, model_args):
     except ValueError as exc:
         raise RecipeError(source, [str(exc)]) from None
     move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
+    try:  # a template name or a repo-relative file -> the file data_prep read too (TRL opens it in SFTTrainer)
+        template = resolve_chat_template(training_args.chat_template_path)
+    except ChatTemplateError as exc:
+        raise RecipeError(source, [str(exc)]) from None
+    training_args.chat_template_path = str(template) if template else None
 
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,

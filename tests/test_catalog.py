@@ -66,7 +66,7 @@ def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     assert kv % topo.sp_size == 0 or topo.sp_size % kv == 0, "KV heads must divide sp or sp divide them"
     assert config.max_position_embeddings >= sft.max_length, "train past the positions only with rope scaling"
     assert topo.processes_per_machine % topo.sp_size == 0, "an SP group must not span two nodes"
-    assert sft.bf16 and not sft.use_cpu and model.attn_implementation == "flash_attention_2"
+    assert sft.bf16 and not sft.use_cpu and model.attn_implementation == "sdpa"
     # TRL 1.16 always runs its own fused LM head (full logits never exist, Liger's fused CE is forced off), so
     # Liger is here for its layer kernels; what would break is a recipe that asks for Liger's fused CE back.
     assert sft.use_liger_kernel, "Liger's RMSNorm/SwiGLU/RoPE kernels: the memory plan assumes them on GPUs"

@@ -9,7 +9,8 @@ from datasets import load_from_disk
 
 from config.recipe import RecipeError, parse_recipe
 from data_prep.config import PrepConfig
-from data_prep.eval_split import eval_config, prepare_splits, select
+from data_prep.eval_split import eval_config, select
+from data_prep.pipeline import prepare_splits
 from data_prep.writer import DATASET, REPORT
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,6 +6,7 @@
 
 from config.problems import Problem
 from config.rules.alst import alst_problems
+from config.rules.chat_template import chat_template_problems
 from config.rules.evaluation import evaluation_problems
 from config.rules.isolation import packed_isolation_problems
 from config.rules.prepared_data import prepared_data_problems
@@ -19,6 +20,7 @@ RULES = (
     resume_recipe_problems,
     alst_problems,
     evaluation_problems,
+    chat_template_problems,
 )
 
 

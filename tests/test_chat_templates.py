@@ -1,0 +1,151 @@
+"""The training templates render exactly like the stock ones, and their markers cover what the assistant writes.
+
+The stock templates are the ones shipped next to each architecture snapshot; every `messages` recipe must name
+a training template whose rendering equals the stock rendering on sample conversations, while its
+`{% generation %}` spans cover exactly the assistant's turns. Preflight refuses a template without markers.
+"""
+
+import pytest
+from transformers.utils.chat_template_utils import render_jinja_template
+
+from config.chat_templates import has_generation_markers, resolve_chat_template, stock_template
+from config.paths import RECIPES_DIR
+from config.topology import load_yaml_mapping
+
+SPECIAL = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}
+TOOL_CALL = {"type": "function", "function": {"name": "lookup", "arguments": {"page": 3}}}
+CONVERSATIONS = {
+    "one turn": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}],
+    "system and two turns": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Name a colour."},
+        {"role": "assistant", "content": "  Blue.  "},
+        {"role": "user", "content": "Another?"},
+        {"role": "assistant", "content": "Red."},
+    ],
+    "thinking in the content": [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "<think>\nadd them\n</think>\n\n4"},
+        {"role": "user", "content": "3+3?"},
+        {"role": "assistant", "content": "<think>easy</think>6"},
+    ],
+    "reasoning_content field": [
+        {"role": "user", "content": "Why?"},
+        {"role": "assistant", "content": "Because.", "reasoning_content": "think first"},
+    ],
+    "tool call": [
+        {"role": "user", "content": "Find page 3."},
+        {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
+        {"role": "tool", "content": "page three"},
+        {"role": "assistant", "content": "It says: page three."},
+    ],
+}
+
+
+def messages_recipes() -> list[tuple[str, dict]]:
+    out = []
+    for path in sorted(RECIPES_DIR.rglob("*.yaml")):
+        raw = load_yaml_mapping(path)
+        if raw.get("dataset_format") == "messages":
+            out.append((str(path.relative_to(RECIPES_DIR)), raw))
+    return out
+
+
+def render(template: str, conversation: list[dict], **kwargs) -> tuple[str, list]:
+    rendered, spans = render_jinja_template(
+        conversations=[conversation], chat_template=template, return_assistant_tokens_mask=True, **SPECIAL, **kwargs
+    )
+    return rendered[0], spans[0]
+
+
+def test_every_messages_recipe_sets_a_training_template():
+    recipes = messages_recipes()
+    assert len(recipes) >= 7  # every GPU recipe but the 1M one trains on conversations
+    for name, raw in recipes:
+        path = resolve_chat_template(raw.get("chat_template_path"))
+        assert path is not None, f"{name} sets no chat_template_path"
+        assert has_generation_markers(path.read_text()), name
+
+
+@pytest.mark.parametrize("recipe, raw", messages_recipes(), ids=[n for n, _ in messages_recipes()])
+@pytest.mark.parametrize("case", sorted(CONVERSATIONS))
+def test_training_template_renders_like_the_stock_one(recipe, raw, case):
+    """Same text as the stock template; the marked spans are the assistant turns' text and end token."""
+    conversation = CONVERSATIONS[case]
+    stock, where = stock_template(raw["model_name_or_path"])
+    assert "architectures/" in where  # the shipped snapshot, not a download
+    training = resolve_chat_template(raw["chat_template_path"]).read_text()
+    for prompt in (False, True):
+        assert (
+            render(training, conversation, add_generation_prompt=prompt)[0]
+            == render(stock, conversation, add_generation_prompt=prompt)[0]
+        )
+    text, spans = render(training, conversation)
+    assert text == render(stock, conversation)[0]
+    answers = [m for m in conversation if m["role"] == "assistant"]
+    assert len(spans) == len(answers)
+    ends = ("<|eot_id|>", "<|im_end|>")
+    for (start, end), message in zip(spans, answers, strict=True):
+        marked = text[start:end]
+        assert marked.endswith(ends), marked  # the end-of-turn token is trained: the model learns to stop
+        assert (message["content"].strip().split("</think>")[-1].strip() or "lookup") in marked
+        assert "<|start_header_id|>" not in marked and "<|im_start|>" not in marked  # headers are prompt
+
+
+def test_stock_templates_have_no_markers():
+    """Why the recipes need the key at all: the models' own templates cannot give assistant masks."""
+    for _, raw in messages_recipes():
+        assert not has_generation_markers(stock_template(raw["model_name_or_path"])[0])
+
+
+def preflight_problems(capsys, tmp_path, name: str, **changes) -> list[dict]:
+    """Preflight's JSON findings for a copy of a shipped recipe with `changes` (None deletes a key)."""
+    import json
+
+    import yaml
+
+    from preflight.cli import main
+
+    raw = yaml.safe_load((RECIPES_DIR / f"{name}.yaml").read_text())
+    for key, value in changes.items():
+        raw.pop(key) if value is None else raw.__setitem__(key, value)
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(raw))
+    main([str(tmp_path / "recipe.yaml"), "--json", "--intended"])
+    return [p for p in json.loads(capsys.readouterr().out)["problems"] if p["key"] == "chat_template_path"]
+
+
+@pytest.mark.parametrize("name", ["qwen3-8b/sft-128k-sp4"])
+def test_preflight_refuses_a_messages_recipe_without_markers(capsys, tmp_path, name):
+    assert preflight_problems(capsys, tmp_path, name) == []  # as shipped
+    (unset,) = preflight_problems(capsys, tmp_path, name, chat_template_path=None)
+    assert unset["severity"] == "error" and "architectures/" in unset["message"]
+    assert "chat_templates/" in unset["fix"] and "-training.jinja" in unset["fix"]
+    stock = f"architectures/{yaml_model(name)}/chat_template.jinja"
+    (no_markers,) = preflight_problems(capsys, tmp_path, name, chat_template_path=stock)
+    assert no_markers["severity"] == "error" and "no {% generation %} markers" in no_markers["message"]
+    (missing,) = preflight_problems(capsys, tmp_path, name, chat_template_path="no-such-template")
+    assert "qwen3-training" in missing["message"]  # lists the templates there are
+
+
+def yaml_model(name: str) -> str:
+    return load_yaml_mapping(RECIPES_DIR / f"{name}.yaml")["model_name_or_path"]
+
+
+def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
+    """`chat_template_path` replaces the tokenizer's template in data_prep's worker processes too."""
+    from data_prep.tokenize import Encoder
+    from rehearsal.miniature import stand_in_tokenizer
+
+    stock, _ = stock_template("meta-llama/Llama-3.1-8B-Instruct")
+    stand_in_tokenizer("llama", ["Hello there. " * 20], stock).save_pretrained(tmp_path)
+    training = str(resolve_chat_template("llama3.1-instruct-training"))
+    jobs = [("messages", [CONVERSATIONS["system and two turns"]])]
+    masks = []
+    for num_proc in (1, 2):
+        encoder = Encoder(str(tmp_path), num_proc, training)
+        try:
+            ((_, mask),) = next(encoder.map(iter(jobs)))
+        finally:
+            encoder.close()
+        masks.append(mask.tolist())
+    assert masks[0] == masks[1] and sum(masks[0]) > 0

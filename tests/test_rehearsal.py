@@ -1,0 +1,78 @@
+"""The dress rehearsal: every shipped recipe in miniature on CPU, through preflight, data_prep and accelerate launch.
+
+The default tier rehearses a messages + LoRA recipe and a multi-node recipe with optimizer and checkpoint
+offload (both messages recipes); the others are `slow`. The fast tests check that the miniature changes only
+what a CPU cannot run, and keeps what decides which code runs.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config.paths import REPO_ROOT, recipe_names, resolve_recipe
+from config.topology import load_yaml_mapping
+from rehearsal.derive import SET_FOR_CPU, derive, mesh
+from rehearsal.miniature import miniature_config, scaled_heads
+
+DEFAULT_TIER = ("llama3.1-8b/lora-256k-sp8", "qwen3-32b/sft-256k-2x8-sp8-dp2")
+# keys the rehearsal may change, and why: CPU kernels and precision (SET_FOR_CPU), the miniature's size and
+# folders, the CPU rule for sp>1 (one shape on every rank)
+MAY_CHANGE = set(SET_FOR_CPU) | {
+    "model_name_or_path", "model_init", "model_config_source", "dataset_name", "dataset_train_split",
+    "dataset_config", "max_length", "max_steps", "save_strategy", "save_steps", "logging_steps", "output_dir",
+    "prepared_data_dir", "accelerate_config", "report_to", "pad_to_multiple_of",
+}  # fmt: skip
+
+
+def rehearse(name: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    argv = [sys.executable, "-m", "rehearsal", name, "--workdir", str(tmp_path / "work")]
+    return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
+
+
+@pytest.mark.parametrize("name", recipe_names())
+def test_the_miniature_changes_only_what_a_cpu_cannot_run(name, tmp_path):
+    raw = load_yaml_mapping(resolve_recipe(name))
+    derived = derive(resolve_recipe(name), tmp_path)
+    changed = {k for k in raw.keys() | derived.recipe.keys() if raw.get(k) != derived.recipe.get(k)}
+    assert changed <= MAY_CHANGE, changed - MAY_CHANGE
+    for key in ("model_config_overrides", "tiled_mlp", "activation_checkpoint_offload", "use_peft", "lora_r",
+                "lora_target_modules", "chat_template_path", "dataset_format", "prepare_data", "seq_alignment",
+                "long_document_policy", "gradient_checkpointing", "learning_rate", "seed"):  # fmt: skip
+        assert derived.recipe.get(key) == raw.get(key), key
+    stage = (derived.deepspeed or {}).get("zero_optimization", {})
+    real = json.loads((REPO_ROOT / load_yaml_mapping(REPO_ROOT / raw["accelerate_config"])["deepspeed_config"][
+        "deepspeed_config_file"]).read_text())["zero_optimization"]  # fmt: skip
+    assert stage.get("stage") == real.get("stage") and stage.get("offload_optimizer") == real.get("offload_optimizer")
+
+
+def test_meshes_shrink_keeping_their_structure():
+    assert mesh(2, 1, 1)[:2] == (2, 1) and mesh(4, 1, 1)[:2] == (4, 1) and mesh(8, 1, 1)[:2] == (4, 1)
+    sp, dp, notes = mesh(8, 2, 2)
+    assert (sp, dp) == (4, 1) and any("dp=2 -> dp=1" in n for n in notes) and any("machines" in n for n in notes)
+
+
+@pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-4B"])
+def test_the_miniature_architecture_keeps_ratio_rope_and_ties(model):
+    config = json.loads((REPO_ROOT / "architectures" / model / "config.json").read_text())
+    mini = miniature_config(config, 4, 400, {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": None})
+    heads, kv = scaled_heads(config, 4)
+    assert heads // kv == config["num_attention_heads"] // config["num_key_value_heads"] and kv % 4 == 0
+    for key in ("model_type", "rope_scaling", "rope_theta", "tie_word_embeddings", "hidden_act", "architectures"):
+        assert mini.get(key) == config.get(key), key
+    assert mini["num_hidden_layers"] == 2 and mini["vocab_size"] == 400
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize(
+    "name", [n if n in DEFAULT_TIER else pytest.param(n, marks=pytest.mark.slow) for n in recipe_names()]
+)
+def test_rehearsal(name, tmp_path):
+    proc = rehearse(name, tmp_path)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    for step in ("preflight: ok", "prepare: ok", "train: ok", "resume: ok", "load: ok", "every step passed"):
+        assert step in proc.stdout, step
+    assert "changed from the real recipe" in proc.stdout
