@@ -132,7 +132,7 @@ def yaml_model(name: str) -> str:
 
 
 def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
-    """`chat_template_path` replaces the tokenizer's template in data_prep's worker processes too."""
+    """`chat_template_path` replaces the tokenizer's template whatever data_prep's tokenizer thread count."""
     from data_prep.tokenize import Encoder
     from rehearsal.miniature import stand_in_tokenizer
 
@@ -144,8 +144,8 @@ def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
     for num_proc in (1, 2):
         encoder = Encoder(str(tmp_path), num_proc, training)
         try:
-            ((_, mask),) = next(encoder.map(iter(jobs)))
+            _job, encoded = next(encoder.map(iter(jobs)))
         finally:
             encoder.close()
-        masks.append(mask.tolist())
+        masks.append(encoded.trainable.tolist())
     assert masks[0] == masks[1] and sum(masks[0]) > 0
