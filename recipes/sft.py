@@ -28,12 +28,14 @@ from config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recip
 from config.topology import Topology
 from training.alst import apply_alst
 from training.credentials import move_hub_token_to_env
+from training.gloo_all_to_all import install as install_gloo_all_to_all
 from training.isolation import install_for_recipe, keep_packed_positions
 from training.metrics import ThroughputCallback
 from training.model_config import build_config, build_random_model, overrides_of
 from training.prepared_data import load_prepared
 from training.resume import enable_resume
 from training.shutdown import exit_cleanly
+from training.sp_loss import install_token_weighted_sp_loss
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
 # would bury the loss lines and are not actionable from a recipe.
@@ -180,6 +182,8 @@ def main(recipe, training_args, model_args):
     keep_packed_positions(trainer)
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
     trainer.add_callback(ThroughputCallback(trainer.model, topo.sp_size))
+    install_gloo_all_to_all(topo.sp_size)  # sp x dp over gloo: torch's all-to-all breaks in SP subgroups
+    install_token_weighted_sp_loss(trainer)  # SP loss weighted over all micro-batches and dp ranks of a step
     # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint
     enable_resume(trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint)
     report_mesh(trainer, training_args.max_length)

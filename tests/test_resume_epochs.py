@@ -1,0 +1,97 @@
+"""Resume in the second epoch continues on exactly the batches the uninterrupted run sees.
+
+Per mesh, one uninterrupted run saves a checkpoint at every step; two runs resume from the second epoch's
+first checkpoint (odd step) and second (even step) and train to the end. Every rank records the step it
+computes and a fingerprint of its input_ids shard (tests/helpers/resume_probe.py). Resumed steps must match
+the uninterrupted run's losses and fingerprints, and the uninterrupted run's second epoch must be a full,
+reshuffled pass over the same rows (one fingerprint per row shard, none lost, a new order).
+
+Default tier: sp=2 without accumulation (the odd checkpoint leaves one SP micro-step to skip). Slow: sp=2
+with accumulation 2 and sp=2 x dp=2 with accumulation 2.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+
+pytestmark = pytest.mark.distributed
+
+PROBE = "tests/helpers/resume_probe.py"
+HAYSTACK = Path(__file__).resolve().parents[1] / "recipes/assets/tiny-haystack/train.jsonl"
+
+# name: (accelerate config, rows, gradient accumulation, optimizer steps per epoch)
+MESHES = {
+    "sp2": ("accelerate_configs/cpu-sp2.yaml", 4, 1, 4),  # 2 ranks x 2 batches x sp 2 micro-steps
+    "sp2-ga2": ("accelerate_configs/cpu-sp2.yaml", 8, 2, 4),
+    "sp2-dp2-ga2": ("accelerate_configs/cpu-sp2-dp2-shard.yaml", 16, 2, 4),
+}
+
+
+def launch(accel: str, out: Path, probe: Path, data: Path, ga: int, max_steps: int, *args: str):
+    probe.mkdir(parents=True, exist_ok=True)
+    argv = ["--config", "tests/recipes/resume.yaml", "--accelerate_config", accel, "--output_dir", str(out)]
+    argv += ["--dataset_name", str(data), "--gradient_accumulation_steps", str(ga), "--max_steps", str(max_steps)]
+    argv += ["--save_steps", "1", *args]
+    proc = accelerate_launch(accel, PROBE, argv, env={"PROBE_DIR": str(probe)})
+    assert_ok(proc)
+
+
+def fingerprints(probe: Path) -> dict[int, dict[int, list[str]]]:
+    """{rank: {step: [fingerprint of each micro-batch]}} in the order computed."""
+    ranks = {}
+    for path in sorted(probe.glob("rank*.jsonl")):
+        steps = ranks.setdefault(int(path.stem[4:]), {})
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            steps.setdefault(row["step"], []).append(row["input_ids"])
+    return ranks
+
+
+@pytest.fixture(
+    scope="module",
+    params=["sp2", pytest.param("sp2-ga2", marks=pytest.mark.slow), pytest.param("sp2-dp2-ga2", marks=pytest.mark.slow)],
+)
+def mesh_runs(request, tmp_path_factory):
+    accel, rows, ga, per_epoch = MESHES[request.param]
+    root = tmp_path_factory.mktemp(f"resume-{request.param}")
+    data = root / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(HAYSTACK.read_text().splitlines(keepends=True)[:rows]))
+    last = 2 * per_epoch
+    launch(accel, root / "full", root / "probe-full", data, ga, last)
+    resumed = {}
+    for step in (per_epoch + 1, per_epoch + 2):  # second epoch: odd, then even
+        checkpoint = root / "full" / f"checkpoint-{step}"
+        out, probe = root / f"from-{step}", root / f"probe-from-{step}"
+        launch(accel, out, probe, data, ga, last, "--resume_from_checkpoint", str(checkpoint))
+        resumed[step] = (log_history(out), fingerprints(probe))
+    return {"full": (log_history(root / "full"), fingerprints(root / "probe-full")), "resumed": resumed}, per_epoch
+
+
+def test_second_epoch_is_a_full_reshuffled_pass(mesh_runs):
+    runs, per_epoch = mesh_runs
+    _, probes = runs["full"]
+    for rank, steps in probes.items():
+        assert sorted(steps) == list(range(1, 2 * per_epoch + 1)), f"rank {rank} skipped or repeated a step"
+        first = [fp for step in range(1, per_epoch + 1) for fp in steps[step]]
+        second = [fp for step in range(per_epoch + 1, 2 * per_epoch + 1) for fp in steps[step]]
+        assert sorted(first) == sorted(second), f"rank {rank}: epoch 2 is not one pass over epoch 1's rows"
+        assert first != second, f"rank {rank}: epoch 2 repeats epoch 1's order (not reshuffled)"
+
+
+@pytest.mark.parametrize("which", ["odd", "even"])
+def test_resumed_steps_equal_the_uninterrupted_run(mesh_runs, which):
+    runs, per_epoch = mesh_runs
+    start = per_epoch + (1 if which == "odd" else 2)
+    full_log, full_probe = runs["full"]
+    log, probe = runs["resumed"][start]
+    expected = {row["step"]: row["loss"] for row in full_log if row["step"] > start}
+    got = {row["step"]: row["loss"] for row in log if row["step"] > start}
+    assert sorted(got) == sorted(expected) == list(range(start + 1, 2 * per_epoch + 1))
+    for step, loss in expected.items():  # fp32 on CPU, same data, same reductions: equal to rounding
+        assert got[step] == pytest.approx(loss, rel=1e-6, abs=0), f"step {step}"
+    for rank, steps in full_probe.items():
+        assert probe[rank] == {s: fps for s, fps in steps.items() if s > start}, f"rank {rank}: other batches"
