@@ -50,9 +50,11 @@ def fingerprints(probe: Path) -> dict[int, dict[int, list[str]]]:
     return ranks
 
 
+SLOW = pytest.mark.slow
+
+
 @pytest.fixture(
-    scope="module",
-    params=["sp2", pytest.param("sp2-ga2", marks=pytest.mark.slow), pytest.param("sp2-dp2-ga2", marks=pytest.mark.slow)],
+    scope="module", params=["sp2", pytest.param("sp2-ga2", marks=SLOW), pytest.param("sp2-dp2-ga2", marks=SLOW)]
 )
 def mesh_runs(request, tmp_path_factory):
     accel, rows, ga, per_epoch = MESHES[request.param]
