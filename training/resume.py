@@ -92,8 +92,9 @@ def _wrap_adapter_factory(accelerator) -> None:
 
     def deepspeed_ulysses_dl_adapter(dl, model):
         pc = accelerator.parallelism_config
-        if pc is not None and pc.sp_size > 1:
-            reorder_shards(dl, accelerator.process_index, pc.sp_size, accelerator.num_processes)
+        sp_and_dp = pc is not None and 1 < pc.sp_size < accelerator.num_processes
+        if sp_and_dp and not reorder_shards(dl, accelerator.process_index, pc.sp_size, accelerator.num_processes):
+            accelerator.print("[mesh] no per-rank loader shard to relabel: sp x dp keeps DeepSpeed's data order")
         adapter = make_adapter(dl, model)
         if type(adapter) is UlyssesSPDataLoaderAdapter:
             adapter.__class__ = ResumableSPAdapter  # adds a method only; the state is DeepSpeed's own
