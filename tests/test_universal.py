@@ -3,8 +3,9 @@
 Each case trains tests/recipes/resume.yaml for 6 steps (checkpoint-3), checks that resuming on the new mesh is
 refused until converted, converts, resumes to step 6 and compares the losses with the uninterrupted run.
 Both meshes train on the same rows at every step (the dp-consistent data order, training/sp_data_order.py;
-sp=2 x dp=2 -> sp=2 resumes with accumulation 2 to keep the 2 sequences per step). Default tier: sp=2 -> sp=1.
-Slow: sp=4 -> sp=2 and sp=2 x dp=2 -> sp=2.
+sp=2 x dp=2 -> sp=2 resumes with accumulation 2 to keep the 2 sequences per step). All slow: the default
+tier converts a second-epoch sp=2 checkpoint and resumes it at sp=1 (tests/test_resume_epochs.py), sharing
+that file's launches.
 """
 
 import subprocess

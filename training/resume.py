@@ -58,7 +58,14 @@ class ResumableSPAdapter(UlyssesSPDataLoaderAdapter):
 
 def set_epoch_everywhere(loader, epoch: int) -> None:
     """Call `set_epoch` on the loader and on every batch sampler / sampler below it, once each."""
-    seen, todo = set(), [loader]
+    if callable(getattr(loader, "set_epoch", None)):
+        loader.set_epoch(epoch)
+    seed_samplers_below(loader, epoch)
+
+
+def seed_samplers_below(loader, epoch: int) -> None:
+    """`set_epoch` on every batch sampler / sampler below `loader` (not the loader itself), once each."""
+    seen, todo = {id(loader)}, [getattr(loader, "batch_sampler", None), getattr(loader, "sampler", None)]
     while todo:
         obj = todo.pop()
         if obj is None or id(obj) in seen:
@@ -79,10 +86,25 @@ def skip_sp_steps(adapter: UlyssesSPDataLoaderAdapter, steps: int) -> ResumableS
 
 
 def sp_aware_skip_first_batches(dataloader, num_batches=0):
-    """accelerate's `skip_first_batches`, except for SP adapters, which it cannot handle."""
+    """accelerate's `skip_first_batches`, except for SP adapters, which it cannot handle.
+
+    Without SP too, the skipped loader's `set_epoch` is made to reach the seeded sampler below accelerate's
+    `SkipBatchSampler` (neither accelerate's `set_epoch` nor the Trainer's explicit reach gets there), or a
+    run resumed in epoch e > 0 would shuffle that epoch as epoch 0. (`DataLoaderShard` fakes `__class__`,
+    so this is an instance attribute, not a subclass.)
+    """
     if isinstance(dataloader, UlyssesSPDataLoaderAdapter):
         return skip_sp_steps(dataloader, num_batches)
-    return accelerate_skip_first_batches(dataloader, num_batches)
+    skipped = accelerate_skip_first_batches(dataloader, num_batches)
+    own_set_epoch = getattr(skipped, "set_epoch", None)
+    if callable(own_set_epoch):
+
+        def set_epoch(epoch: int) -> None:
+            own_set_epoch(epoch)
+            seed_samplers_below(skipped, epoch)
+
+        skipped.set_epoch = set_epoch
+    return skipped
 
 
 def _wrap_adapter_factory(accelerator) -> None:
