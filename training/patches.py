@@ -22,7 +22,8 @@ PATCHES: tuple[Patch, ...] = (
     Patch(
         target="transformers.trainer.skip_first_batches",
         installed_by="training.resume:enable_resume",
-        why="accelerate's skip_first_batches needs `.dataset` and crashes on DeepSpeed's SP dataloader adapter",
+        why="accelerate's skip_first_batches needs `.dataset` and crashes on DeepSpeed's SP dataloader adapter; "
+        "and its skipped loader's `set_epoch` never reaches the seeded sampler (a resumed epoch shuffles as 0)",
         written_against="transformers==5.23.0",
     ),
     Patch(
