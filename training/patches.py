@@ -22,15 +22,14 @@ PATCHES: tuple[Patch, ...] = (
     Patch(
         target="transformers.trainer.skip_first_batches",
         installed_by="training.resume:enable_resume",
-        why="accelerate's skip_first_batches needs `.dataset` and crashes on DeepSpeed's SP dataloader adapter; "
-        "and its skipped loader's `set_epoch` never reaches the seeded sampler (a resumed epoch shuffles as 0)",
+        why="accelerate's skip_first_batches needs `.dataset` and crashes on DeepSpeed's SP dataloader adapter",
         written_against="transformers==5.23.0",
     ),
     Patch(
         target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter",
         installed_by="training.resume:enable_resume",
-        why="its instance's class is swapped for a subclass whose `set_epoch` seeds every sampler and restarts "
-        "the pass, and which skips resumed SP micro-steps after `set_epoch` (uses `iter`, `micro_batches`)",
+        why="its instance's class is swapped for a subclass whose `set_epoch` is forwarded and restarts the "
+        "pass, and which skips resumed SP micro-steps after `set_epoch` (uses `iter`, `micro_batches`)",
         written_against="deepspeed==0.19.8",
         source_sha256="1a44b6968527160c2b6bcf43bf0c8f8bfaead68e03d00fcd2d6dec47bc55951d",
     ),

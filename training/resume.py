@@ -9,8 +9,8 @@ would reshuffle as epoch 0. Here:
 - `skip_sp_steps(adapter, k)` skips k adapter steps as k // sp underlying batches (accelerate's own skip on
   the wrapped loader: no data is read) plus k % sp micro-steps drawn and dropped at the first draw, after
   the Trainer's `set_epoch` (every SP rank does the same collective, so the group stays in step);
-- `ResumableSPAdapter.set_epoch` seeds every sampler below the loader and starts a fresh pass, so epoch
-  e > 0 is shuffled as epoch e both in an uninterrupted run and in a resumed one (see the class);
+- `ResumableSPAdapter.set_epoch` forwards to the loader and starts a fresh pass, so epoch e > 0 is one
+  full pass shuffled as epoch e, both in an uninterrupted run and in a resumed one (see the class);
 - `enable_resume(trainer)` makes the trainer's adapter forward `set_epoch`, routes `skip_first_batches`
   to `skip_sp_steps` for adapters, and adds `TopologyRecorder`, which writes `topology.json` into every
   checkpoint so a resume on another mesh is refused before launch (config/checkpoints.py).
@@ -32,12 +32,10 @@ TOPOLOGY_FILE = "topology.json"
 class ResumableSPAdapter(UlyssesSPDataLoaderAdapter):
     """DeepSpeed's adapter plus what the Trainer needs from it at an epoch start and on resume.
 
-    - `set_epoch` (it has none) reaches every sampler under the loader: accelerate's own `set_epoch` does
-      not get through the `SkipBatchSampler` of a resumed loader to the seeded sampler, which would then
-      shuffle the resumed epoch as epoch 0.
-    - `set_epoch` also starts a fresh pass. DeepSpeed's adapter keeps the previous epoch's iterator, which
-      has yielded its last batch but not yet stopped: the next epoch's first draw hits its StopIteration
-      (the Trainer then gets an empty step) and the loader it restarts re-seeds itself as epoch + 1.
+    - `set_epoch` (it has none) is forwarded to the loader, and starts a fresh pass: DeepSpeed's adapter
+      keeps the previous epoch's iterator, which has yielded its last batch but not yet stopped, so the
+      next epoch's first draw hits its StopIteration (the Trainer then gets an empty step) and the loader
+      it restarts re-seeds itself as epoch + 1.
     - micro-steps to skip on resume are dropped at the first draw, i.e. after `set_epoch`, so they come
       from the resumed epoch's order rather than from epoch 0's.
     """
@@ -45,7 +43,8 @@ class ResumableSPAdapter(UlyssesSPDataLoaderAdapter):
     skip_micro_steps = 0
 
     def set_epoch(self, epoch: int) -> None:
-        set_epoch_everywhere(self.dl, epoch)
+        if hasattr(self.dl, "set_epoch"):
+            self.dl.set_epoch(epoch)  # accelerate's reaches the seeded sampler, through a resume skip too
         self.iter = iter(self.dl)  # lazy: nothing is drawn until the first __next__
         self.micro_batches.clear()
 
@@ -54,26 +53,6 @@ class ResumableSPAdapter(UlyssesSPDataLoaderAdapter):
             self.skip_micro_steps -= 1
             super().__next__()  # every SP rank draws the same micro-step: the group stays in step
         return super().__next__()
-
-
-def set_epoch_everywhere(loader, epoch: int) -> None:
-    """Call `set_epoch` on the loader and on every batch sampler / sampler below it, once each."""
-    if callable(getattr(loader, "set_epoch", None)):
-        loader.set_epoch(epoch)
-    seed_samplers_below(loader, epoch)
-
-
-def seed_samplers_below(loader, epoch: int) -> None:
-    """`set_epoch` on every batch sampler / sampler below `loader` (not the loader itself), once each."""
-    seen, todo = {id(loader)}, [getattr(loader, "batch_sampler", None), getattr(loader, "sampler", None)]
-    while todo:
-        obj = todo.pop()
-        if obj is None or id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if callable(getattr(obj, "set_epoch", None)):
-            obj.set_epoch(epoch)
-        todo += [getattr(obj, "batch_sampler", None), getattr(obj, "sampler", None)]
 
 
 def skip_sp_steps(adapter: UlyssesSPDataLoaderAdapter, steps: int) -> ResumableSPAdapter:
@@ -86,25 +65,10 @@ def skip_sp_steps(adapter: UlyssesSPDataLoaderAdapter, steps: int) -> ResumableS
 
 
 def sp_aware_skip_first_batches(dataloader, num_batches=0):
-    """accelerate's `skip_first_batches`, except for SP adapters, which it cannot handle.
-
-    Without SP too, the skipped loader's `set_epoch` is made to reach the seeded sampler below accelerate's
-    `SkipBatchSampler` (neither accelerate's `set_epoch` nor the Trainer's explicit reach gets there), or a
-    run resumed in epoch e > 0 would shuffle that epoch as epoch 0. (`DataLoaderShard` fakes `__class__`,
-    so this is an instance attribute, not a subclass.)
-    """
+    """accelerate's `skip_first_batches`, except for SP adapters, which it cannot handle."""
     if isinstance(dataloader, UlyssesSPDataLoaderAdapter):
         return skip_sp_steps(dataloader, num_batches)
-    skipped = accelerate_skip_first_batches(dataloader, num_batches)
-    own_set_epoch = getattr(skipped, "set_epoch", None)
-    if callable(own_set_epoch):
-
-        def set_epoch(epoch: int) -> None:
-            own_set_epoch(epoch)
-            seed_samplers_below(skipped, epoch)
-
-        skipped.set_epoch = set_epoch
-    return skipped
+    return accelerate_skip_first_batches(dataloader, num_batches)
 
 
 def _wrap_adapter_factory(accelerator) -> None:
