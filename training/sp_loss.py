@@ -17,9 +17,11 @@ micro-batch and one group this is exactly the upstream formula. Registered in tr
 
 import torch
 import torch.distributed.nn
+import transformers.integrations.deepspeed as hf_deepspeed
 import transformers.trainer as hf_trainer
 
-UPSTREAM_SP_LOSS = hf_trainer.deepspeed_sp_compute_loss
+# From its defining module: `transformers.trainer`'s name may already be someone else's replacement.
+UPSTREAM_SP_LOSS = hf_deepspeed.deepspeed_sp_compute_loss
 STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the counting wrapper
 
 
