@@ -69,12 +69,6 @@ PATCHES: tuple[Patch, ...] = (
         why="`sdpa` in AttentionInterface is replaced by the per-document isolated sdpa for packed rows under SP",
         written_against="transformers==5.23.0",
     ),
-    Patch(
-        target="transformers.training_args.is_torch_bf16_gpu_available",
-        installed_by="preflight.load:parse_known",
-        why="a bf16 GPU recipe is validated on a machine without a GPU; the GPU checks are preflight's own",
-        written_against="transformers==5.23.0",
-    ),
     # Per-instance `forward` replacements (training/alst.py: TiledMLP on each MLP, host offload around each
     # checkpointed decoder layer) and the universal-checkpoint config mutation (training/resume.py) are
     # listed here by the structure work; add every new patch to this tuple.
