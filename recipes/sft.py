@@ -29,6 +29,7 @@ from config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recip
 from config.topology import Topology
 from training.alst import apply_alst
 from training.credentials import move_hub_token_to_env
+from training.gloo_all_to_all import install as install_gloo_all_to_all
 from training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
 from training.metrics import attach_metrics
 from training.model_config import build_config, build_random_model, overrides_of
@@ -36,6 +37,7 @@ from training.prepared_data import load_prepared, load_prepared_eval
 from training.resume import enable_resume
 from training.shutdown import exit_cleanly
 from training.sp_eval import enable_sp_eval, keep_sp_in_eval
+from training.sp_loss import install_token_weighted_sp_loss
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
 # would bury the loss lines and are not actionable from a recipe.
@@ -204,6 +206,8 @@ def main(recipe, training_args, model_args):
         )
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
     attach_metrics(trainer, recipe)  # first in line, so every report_to logger receives the metrics
+    install_gloo_all_to_all(topo.sp_size)  # sp x dp over gloo: torch's all-to-all breaks in SP subgroups
+    install_token_weighted_sp_loss(trainer)  # SP loss weighted over all micro-batches and dp ranks of a step
     # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint
     enable_resume(trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint)
     report_mesh(trainer, training_args.max_length)

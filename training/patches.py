@@ -28,8 +28,40 @@ PATCHES: tuple[Patch, ...] = (
     Patch(
         target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter",
         installed_by="training.resume:enable_resume",
-        why="the adapter has no `set_epoch`; its instance's class is swapped for a subclass that forwards it",
+        why="its instance's class is swapped for a subclass whose `set_epoch` is forwarded and restarts the "
+        "pass, and which skips resumed SP micro-steps after `set_epoch` (uses `iter`, `micro_batches`)",
         written_against="deepspeed==0.19.8",
+        source_sha256="1a44b6968527160c2b6bcf43bf0c8f8bfaead68e03d00fcd2d6dec47bc55951d",
+    ),
+    Patch(
+        target="accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
+        installed_by="training.resume:enable_resume",
+        why="the SP loader's `process_index` is relabelled (training/sp_data_order.py) so sp x dp trains on the "
+        "rows a dp-only run trains on at each step; relies on the shard being read at iteration time",
+        written_against="accelerate==1.15.0",
+        source_sha256="4e3931c05d9c5141334d91747ef99f2842238006ae56457ca9985f245bd4a3ed",
+    ),
+    Patch(
+        target="torch.distributed.nn.functional._AlltoAll.forward",
+        installed_by="training.gloo_all_to_all:install",
+        why="its gloo branch passes a group-local index as a global `src` rank: SP subgroups (sp x dp) crash",
+        written_against="torch==2.13.0",
+        source_sha256="b478419bbe80df86be915bfcec46ff1fa199ad68567f9a4d5925bef773d6472e",
+    ),
+    Patch(
+        target="transformers.integrations.deepspeed.deepspeed_sp_compute_loss",
+        installed_by="training.sp_loss:install_token_weighted_sp_loss",
+        why="weights tokens within one micro-batch of one SP group only; replaced (as `transformers.trainer."
+        "deepspeed_sp_compute_loss`) by one weighted over all micro-batches and dp ranks of the step",
+        written_against="transformers==5.23.0",
+        source_sha256="b048a16f22e9e099bbcb0de31be81e321a4d88385d8e89c55d7a84b55c989fce",
+    ),
+    Patch(
+        target="transformers.trainer.Trainer.get_batch_samples",
+        installed_by="training.sp_loss:install_token_weighted_sp_loss",
+        why="wrapped per trainer instance to count the step's label tokens (`shift_labels`) on all ranks",
+        written_against="transformers==5.23.0",
+        source_sha256="0b3727386f73f67053b12b91e01c69673c8baf57e9a68769220a25515c468f94",
     ),
     Patch(
         target="transformers.integrations.sdpa_attention.sdpa_attention_forward",

@@ -7,8 +7,10 @@ sample, then rank 1's, ...). On resume the Trainer calls accelerate's `skip_firs
 would reshuffle as epoch 0. Here:
 
 - `skip_sp_steps(adapter, k)` skips k adapter steps as k // sp underlying batches (accelerate's own skip on
-  the wrapped loader: no data is read) plus k % sp micro-steps drawn and dropped (every SP rank does the
-  same collective, so the group stays in step);
+  the wrapped loader: no data is read) plus k % sp micro-steps drawn and dropped at the first draw, after
+  the Trainer's `set_epoch` (every SP rank does the same collective, so the group stays in step);
+- `ResumableSPAdapter.set_epoch` forwards to the loader and starts a fresh pass, so epoch e > 0 is one
+  full pass shuffled as epoch e, both in an uninterrupted run and in a resumed one (see the class);
 - `enable_resume(trainer)` makes the trainer's adapter forward `set_epoch`, routes `skip_first_batches`
   to `skip_sp_steps` for adapters, and adds `TopologyRecorder`, which writes `topology.json` into every
   checkpoint so a resume on another mesh is refused before launch (config/checkpoints.py).
@@ -22,15 +24,35 @@ from accelerate.data_loader import skip_first_batches as accelerate_skip_first_b
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPDataLoaderAdapter
 from transformers import TrainerCallback
 
+from training.sp_data_order import reorder_shards
+
 TOPOLOGY_FILE = "topology.json"
 
 
 class ResumableSPAdapter(UlyssesSPDataLoaderAdapter):
-    """DeepSpeed's adapter plus the `set_epoch` passthrough the Trainer calls each epoch (it has none)."""
+    """DeepSpeed's adapter plus what the Trainer needs from it at an epoch start and on resume.
+
+    - `set_epoch` (it has none) is forwarded to the loader, and starts a fresh pass: DeepSpeed's adapter
+      keeps the previous epoch's iterator, which has yielded its last batch but not yet stopped, so the
+      next epoch's first draw hits its StopIteration (the Trainer then gets an empty step) and the loader
+      it restarts re-seeds itself as epoch + 1.
+    - micro-steps to skip on resume are dropped at the first draw, i.e. after `set_epoch`, so they come
+      from the resumed epoch's order rather than from epoch 0's.
+    """
+
+    skip_micro_steps = 0
 
     def set_epoch(self, epoch: int) -> None:
         if hasattr(self.dl, "set_epoch"):
-            self.dl.set_epoch(epoch)
+            self.dl.set_epoch(epoch)  # accelerate's reaches the seeded sampler, through a resume skip too
+        self.iter = iter(self.dl)  # lazy: nothing is drawn until the first __next__
+        self.micro_batches.clear()
+
+    def __next__(self):
+        while self.skip_micro_steps > 0:
+            self.skip_micro_steps -= 1
+            super().__next__()  # every SP rank draws the same micro-step: the group stays in step
+        return super().__next__()
 
 
 def skip_sp_steps(adapter: UlyssesSPDataLoaderAdapter, steps: int) -> ResumableSPAdapter:
@@ -38,8 +60,7 @@ def skip_sp_steps(adapter: UlyssesSPDataLoaderAdapter, steps: int) -> ResumableS
     sp = adapter.sp_world_size
     inner = accelerate_skip_first_batches(adapter.dl, steps // sp) if steps >= sp else adapter.dl
     skipped = ResumableSPAdapter(inner, adapter.sp_rank, adapter.sp_group, sp, adapter.device)
-    for _ in range(steps % sp):
-        next(skipped)
+    skipped.skip_micro_steps = steps % sp
     return skipped
 
 
@@ -51,10 +72,15 @@ def sp_aware_skip_first_batches(dataloader, num_batches=0):
 
 
 def _wrap_adapter_factory(accelerator) -> None:
-    """Make the accelerator (this instance only) hand the Trainer a `ResumableSPAdapter`."""
+    """Make the accelerator (this instance only) hand the Trainer a `ResumableSPAdapter` over a loader whose
+    shards are relabelled so sp x dp trains on the rows a dp-only run trains on (training/sp_data_order.py)."""
     make_adapter = accelerator.deepspeed_ulysses_dl_adapter
 
     def deepspeed_ulysses_dl_adapter(dl, model):
+        pc = accelerator.parallelism_config
+        sp_and_dp = pc is not None and 1 < pc.sp_size < accelerator.num_processes
+        if sp_and_dp and not reorder_shards(dl, accelerator.process_index, pc.sp_size, accelerator.num_processes):
+            accelerator.print("[mesh] no per-rank loader shard to relabel: sp x dp keeps DeepSpeed's data order")
         adapter = make_adapter(dl, model)
         if type(adapter) is UlyssesSPDataLoaderAdapter:
             adapter.__class__ = ResumableSPAdapter  # adds a method only; the state is DeepSpeed's own

@@ -5,6 +5,8 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,3 +47,43 @@ def assert_ok(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 0, (
         f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
     )
+
+
+def accelerate_launch_machines(
+    accelerate_config: str,
+    script: str,
+    args: list[str],
+    num_machines: int = 2,
+    timeout: int = 900,
+    env: dict | None = None,
+) -> list[subprocess.CompletedProcess]:
+    """The README's multi-node command, one `accelerate launch` per machine, all on this host (loopback).
+
+    Each "machine" is its own launcher process with its own --machine_rank, rendezvousing at 127.0.0.1 on a
+    free port, exactly as separate nodes would at the main node's address. Output goes to files, not pipes,
+    so a chatty machine cannot block while the other is being read.
+    """
+    port = str(free_port())
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    with tempfile.TemporaryDirectory() as logs:
+        procs = []
+        for machine in range(num_machines):
+            cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accelerate_config]
+            cmd += ["--num_machines", str(num_machines), "--machine_rank", str(machine)]
+            cmd += ["--main_process_ip", "127.0.0.1", "--main_process_port", port, script, *args]
+            # closed below, once the machine has exited
+            out, err = (open(Path(logs) / f"{machine}.{kind}", "w+") for kind in ("out", "err"))  # noqa: SIM115
+            procs.append((subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=err, text=True), out, err))
+        deadline = time.monotonic() + timeout
+        results = []
+        for proc, out, err in procs:
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 1))
+            except subprocess.TimeoutExpired:
+                for other, _, _ in procs:
+                    other.kill()
+                raise
+            out.seek(0), err.seek(0)
+            results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read()))
+            out.close(), err.close()
+    return results

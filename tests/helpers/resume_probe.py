@@ -1,8 +1,9 @@
 """recipes/sft.py, unchanged, plus two test probes set by environment variables:
 
 - PROBE_DIR: every rank appends one line per optimizer step to PROBE_DIR/rank{r}.jsonl with the global
-  step it is computing and a fingerprint of the input_ids shard it received, so tests can compare the data
-  order of an uninterrupted run with that of a resumed one.
+  step it is computing, a fingerprint of the input_ids shard it received and the number of label tokens in
+  it, so tests can compare the data order of an uninterrupted run with that of a resumed one, and check how
+  label tokens fall across shards and micro-batches.
 - PROBE_KILL_RANK / PROBE_KILL_STEP: that rank SIGKILLs itself on entering that step (a preempted or
   crashed worker), mid-run and without any cleanup.
 """
@@ -29,8 +30,10 @@ def probed_training_step(self, model, inputs, *args, **kwargs):
     if os.environ.get("PROBE_DIR"):
         ids = inputs["input_ids"].detach().cpu().contiguous()
         digest = hashlib.sha256(ids.numpy().tobytes()).hexdigest()[:16]
+        labels = inputs.get("shift_labels", inputs.get("labels"))
+        label_tokens = int((labels != -100).sum()) if labels is not None else None
         with open(Path(os.environ["PROBE_DIR"]) / f"rank{rank}.jsonl", "a") as f:
-            f.write(json.dumps({"step": step, "input_ids": digest}) + "\n")
+            f.write(json.dumps({"step": step, "input_ids": digest, "label_tokens": label_tokens}) + "\n")
     return original_training_step(self, model, inputs, *args, **kwargs)
 
 
