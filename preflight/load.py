@@ -81,6 +81,7 @@ def parse_known(launch: Launch, values: dict) -> None:
     stderr = io.StringIO()
     # TrainingArguments refuses bf16 on a machine without a bf16 GPU; preflight checks a launch for the
     # machine it will run on, which is often not this one (the GPU checks are world.py's).
+    # registered in training/patches.py
     bf16_ok = mock.patch("transformers.training_args.is_torch_bf16_gpu_available", return_value=True)
     try:
         with contextlib.redirect_stderr(stderr), bf16_ok:
