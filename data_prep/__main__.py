@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_recipe(args, overrides: list[str]):
     from config.paths import resolve_recipe
+    from config.prepared import prep_settings
     from config.recipe import RecipeError, parse_recipe, recipe_topology
     from data_prep.config import from_recipe
 
@@ -57,11 +58,12 @@ def config_from_recipe(args, overrides: list[str]):
     except RecipeError as exc:
         raise PrepError(" ".join(str(exc).split())) from None
     if recipe.prepare_data == "off":
-        return None
+        return None, None
     extra = {"num_proc": args.num_proc, "shard_tokens": args.shard_tokens}
     if args.output:
         extra["output_dir"] = args.output
-    return from_recipe(recipe, sft, model, recipe_topology(recipe), **extra)
+    topo = recipe_topology(recipe)
+    return from_recipe(recipe, sft, model, topo, **extra), prep_settings(recipe, sft, model, topo)
 
 
 def config_from_flags(args):
@@ -89,6 +91,19 @@ def config_from_flags(args):
     )
 
 
+def record_manifest(cfg, settings: dict, folder, recipe: str) -> None:
+    """Point the recipe's data settings at the folder just built or found (config/prepared.py)."""
+    import json
+
+    from config.paths import display_path, resolve_recipe
+    from config.prepared import REPORT, write_manifest
+    from data_prep.config import source_fingerprint
+
+    key = json.loads((folder / REPORT).read_text())["cache_key"]
+    source = source_fingerprint(cfg) if cfg.inputs else []
+    write_manifest(settings, folder, key, source, display_path(resolve_recipe(recipe)))
+
+
 def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecations, not actionable here
     own, overrides = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
@@ -97,12 +112,14 @@ def main(argv: list[str]) -> int:
         from data_prep.config import check
         from data_prep.pipeline import prepare
 
-        cfg = config_from_recipe(args, overrides) if args.recipe else config_from_flags(args)
+        cfg, settings = config_from_recipe(args, overrides) if args.recipe else (config_from_flags(args), None)
         if cfg is None:
             if args.skip_if_off:
                 return 0
             raise PrepError(f"{args.recipe}: `prepare_data` is off; set `prepare_data: packed` (or `unpacked`)")
-        prepare(check(cfg), force=args.force)
+        folder, _ = prepare(check(cfg), force=args.force)
+        if settings is not None and not args.output:  # what training ranks read instead of recomputing the key
+            record_manifest(cfg, settings, folder, args.recipe)
     except PrepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -11,13 +11,13 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from config.prepared import local_fingerprint, prep_settings, tokenizer_fingerprint
 from data_prep.errors import PrepError
 from data_prep.formats import FORMATS
 from data_prep.layout import Layout
 
 FORMAT_VERSION = 1  # bump when the output of the same inputs changes
 POLICIES = ("split", "truncate", "drop")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
 @dataclass(frozen=True)
@@ -92,58 +92,15 @@ def source_fingerprint(cfg: PrepConfig) -> list:
         return [cfg.hub, cfg.hub_config, cfg.split, builder_hash]
     from data_prep.sources import resolve_files
 
-    out = []
-    for p in resolve_files(list(cfg.inputs), cfg.split):
-        st = p.stat()
-        out.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
-    return out
-
-
-def tokenizer_fingerprint(name: str) -> str:
-    """sha256 of the tokenizer's files for a local folder; the name itself for a Hub id."""
-    path = Path(name)
-    if not path.is_dir():
-        return name
-    h = hashlib.sha256()
-    for fname in TOKENIZER_FILES:
-        if (path / fname).is_file():
-            h.update(fname.encode() + (path / fname).read_bytes())
-    return h.hexdigest()
+    return local_fingerprint(resolve_files(list(cfg.inputs), cfg.split))
 
 
 def from_recipe(recipe, sft, model, topo, **overrides) -> PrepConfig:
-    """The PrepConfig a parsed recipe asks for; sp_size comes from its accelerate YAML, never typed twice."""
-    from config.paths import REPO_ROOT
-
-    name = recipe.dataset_name
-    local = Path(name) if Path(name).exists() else REPO_ROOT / name
-    fixed = (not topo.sp_seq_length_is_variable) or (sft.pad_to_multiple_of == sft.max_length)
-    pad_multiple = sft.pad_to_multiple_of if sft.pad_to_multiple_of and not fixed else 1
+    """The PrepConfig a parsed recipe asks for (config.prepared.prep_settings: sp from its accelerate YAML)."""
     if not sft.max_length:
         raise PrepError(f"{recipe.config_source}: `max_length` must be set to prepare data")
-    out_dir = Path(recipe.prepared_data_dir)
-    return PrepConfig(
-        tokenizer=_resolve(model.model_name_or_path, REPO_ROOT),
-        max_length=sft.max_length,
-        sp_size=topo.sp_size,
-        inputs=(str(local),) if local.exists() else (),
-        hub=None if local.exists() else name,
-        hub_config=recipe.dataset_config,
-        split=recipe.dataset_train_split,
-        format=recipe.dataset_format,
-        policy=recipe.long_document_policy,
-        mode=recipe.prepare_data,
-        alignment=recipe.seq_alignment,
-        pad_multiple=pad_multiple,
-        fixed_length=fixed,
-        seed=sft.seed,
-        output_dir=str(out_dir if out_dir.is_absolute() else REPO_ROOT / out_dir),
-        **overrides,
-    )
-
-
-def _resolve(name: str, root: Path) -> str:
-    return str(root / name) if not Path(name).exists() and (root / name).exists() else name
+    settings = prep_settings(recipe, sft, model, topo)
+    return PrepConfig(**{**settings, "inputs": tuple(settings["inputs"])}, **overrides)
 
 
 def check(cfg: PrepConfig) -> PrepConfig:

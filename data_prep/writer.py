@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-DATASET = "dataset"
-REPORT = "report.json"
+from config.prepared import DATASET, REPORT
+
 PLOT = "plot.png"
 
 

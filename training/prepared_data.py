@@ -1,29 +1,18 @@
-"""Load the dataset `make data` prepared for a recipe, found by recomputing its cache key."""
+"""Load the dataset `make data` prepared for a recipe, through the manifest data_prep wrote (no network)."""
 
 from pathlib import Path
 
+from config.prepared import DATASET, ManifestError, find_prepared, prep_settings
 from config.recipe import RecipeError
-from data_prep.config import from_recipe
-from data_prep.writer import DATASET, is_complete
 from training.collator import PreparedCollator
 
 
 def prepared_dir(recipe, sft, model, topo) -> Path:
-    """The folder data_prep writes for this recipe (same key: same source, tokenizer, layout and seed)."""
-    cfg = from_recipe(recipe, sft, model, topo)
-    folder = cfg.dataset_dir()
-    if not is_complete(folder):
-        raise RecipeError(
-            recipe.config_source,
-            [
-                (
-                    f"`prepare_data: {recipe.prepare_data}` but no prepared dataset for this recipe at {folder} "
-                    "(the data, tokenizer, max_length or sp changed, or it was never built); run "
-                    f"`make data RECIPE={recipe.config_source}` (`make sft` runs it for you)"
-                )
-            ],
-        )
-    return folder
+    """The folder data_prep wrote for this recipe's data settings, as its manifest records it."""
+    try:
+        return find_prepared(prep_settings(recipe, sft, model, topo), recipe.config_source)
+    except ManifestError as exc:
+        raise RecipeError(recipe.config_source, [f"`prepare_data: {recipe.prepare_data}`: {exc}"]) from None
 
 
 def load_prepared(recipe, sft, model, topo, tokenizer):
