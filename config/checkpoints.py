@@ -82,6 +82,6 @@ def resume_problems(checkpoint_dir: str | Path, topology) -> list[str]:
         f"`resume_from_checkpoint`: {checkpoint_dir} was saved with {was} but {topology.path} launches {now}; "
         "a ZeRO checkpoint only loads on the mesh that saved it. Resume with the original accelerate_config, "
         f"or convert it once with `python -m training.universal {checkpoint_dir}` and resume on the new mesh "
-        "(README: Resuming and preemption)"
+        "(docs/resume.md)"
     )
     return [message]
