@@ -66,22 +66,24 @@ def saved_topology(checkpoint_dir: str | Path) -> dict | None:
     return {"world_size": len(ranks)} if ranks else None
 
 
-def resume_problems(checkpoint_dir: str | Path, topology) -> list[str]:
-    """Why `checkpoint_dir` cannot resume on `topology` (a preflight Topology), each with the fix."""
+def mesh_mismatch(checkpoint_dir: str | Path, topology) -> tuple[str, str] | None:
+    """(what, fix) when `checkpoint_dir` cannot resume on `topology`'s mesh; None when it can."""
     saved = saved_topology(checkpoint_dir)
     if saved is None:
-        return []
+        return None
     launch = {"world_size": topology.world_size, "sp_size": topology.sp_size}
     launch |= {"dp_replicate": topology.dp_replicate_size, "dp_shard": topology.dp_shard_size}
     differ = [k for k in launch if k in saved and saved[k] != launch[k]]
     if not differ or (Path(checkpoint_dir) / UNIVERSAL_LATEST).is_file():
-        return []
+        return None
     was = ", ".join(f"{k}={saved[k]}" for k in differ)
     now = ", ".join(f"{k}={launch[k]}" for k in differ)
-    message = (
-        f"`resume_from_checkpoint`: {checkpoint_dir} was saved with {was} but {topology.path} launches {now}; "
-        "a ZeRO checkpoint only loads on the mesh that saved it. Resume with the original accelerate_config, "
-        f"or convert it once with `python -m training.universal {checkpoint_dir}` and resume on the new mesh "
-        "(docs/resume.md)"
+    what = (
+        f"{checkpoint_dir} was saved with {was} but {topology.path} launches {now}; "
+        "a ZeRO checkpoint only loads on the mesh that saved it"
     )
-    return [message]
+    fix = (
+        "resume with the original accelerate_config, or convert it once with "
+        f"`python -m training.universal {checkpoint_dir}` and resume on the new mesh (docs/resume.md)"
+    )
+    return what, fix

@@ -14,6 +14,9 @@ class Problem:
     message: str
     fix: str
 
+    def __str__(self) -> str:
+        return f"{self.file}: `{self.key}`: {self.message}; fix: {self.fix}"
+
     def line(self) -> str:
         return f"{self.severity}: {self.file}: `{self.key}`: {self.message}\n    fix: {self.fix}"
 

@@ -6,29 +6,29 @@ error naming the file and the nearest valid key), and the checks that need only 
 accelerate YAML run here, all collected and raised once, before any model or process group exists.
 """
 
+import contextlib
 import dataclasses
-import difflib
+import io
+import os
+import re
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
-from config.paths import REPO_ROOT
-from config.rules.alst import alst_problems
-from config.rules.isolation import packed_isolation_problems
-from config.rules.prepared_data import prepared_data_problems
-from config.rules.resume import resume_recipe_problems
+from config.keys import cli_keys, nearest_key_problems
+from config.paths import repo_path
+from config.problems import Problem, error
+from config.rules import recipe_problems
 from config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
-
-SP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")
 
 
 class RecipeError(ValueError):
-    """A recipe cannot run as written; `problems` holds every reason, each with its fix."""
+    """A recipe cannot run as written; `problems` holds every reason, each naming its key and fix."""
 
-    def __init__(self, source: str, problems: list[str]):
+    def __init__(self, source: str, problems: list[Problem | str]):
         self.source, self.problems = source, problems
-        super().__init__(f"{source}: " + "\n  ".join(["recipe cannot run:"] + problems))
+        lines = [str(p) for p in problems]
+        super().__init__(f"{source}: " + "\n  ".join(["recipe cannot run:"] + lines))
 
 
 def _script_arguments_base():
@@ -121,127 +121,110 @@ def make_parser():
     return TrlParser((RecipeArguments, SFTConfig, ModelConfig))
 
 
-def _known_keys() -> set[str]:
+def recipe_keys() -> set[str]:
+    """Every key a recipe may hold: the fields of the entrypoint's three dataclasses, plus TRL's `env`."""
     from trl import ModelConfig, SFTConfig
 
     classes = (RecipeArguments, SFTConfig, ModelConfig)
     return {f.name for cls in classes for f in dataclasses.fields(cls) if f.init} | {"env"}
 
 
-def unknown_key_problems(keys, known: set[str], where: str) -> list[str]:
-    """One message per unknown key, with the closest valid key when there is a plausible one."""
-    problems = []
-    for key in keys:
-        if key in known:
-            continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-        hint = f"did you mean `{close[0]}`?" if close else "remove it, or check the spelling against `--help`"
-        problems.append(f"{where}: unknown key `{key}`: {hint}")
-    return problems
-
-
-def _cli_keys(argv: list[str]) -> list[str]:
-    """Flag names on the command line, less `--config`, `--help` and HfArgumentParser's `--no_<bool>` negations."""
-    keys = [a[2:].split("=", 1)[0] for a in argv if a.startswith("--") and a not in ("--config", "--help")]
-    return [k.removeprefix("no_") for k in keys]
-
-
-def gpu_precision_without_gpu(config: dict, argv: list[str]) -> bool:
+def gpu_precision_without_gpu(values: dict, cli: list[str]) -> bool:
     """True for a bf16 GPU recipe read on a machine without a GPU (validation, planning, the GPU check).
 
     TrainingArguments rejects `bf16: true` where no GPU is visible, which would hide every other check
     (and `make sft`'s "needs N GPUs") behind "Your setup doesn't support bf16/gpu"; such a recipe is
-    parsed with bf16 off and the flag restored afterwards.
+    parsed with bf16 off and the flag restored afterwards (the entrypoint refuses to train it without a GPU).
     """
     import torch
 
-    wants_bf16 = config.get("bf16") is True and "--bf16" not in argv and "--no_bf16" not in argv
-    return wants_bf16 and not config.get("use_cpu") and not torch.cuda.is_available()
+    wants_bf16 = values.get("bf16") is True and "--bf16" not in cli and "--no_bf16" not in cli
+    return wants_bf16 and not values.get("use_cpu") and not torch.cuda.is_available()
+
+
+def _argparse_problem(text: str, source: str) -> Problem:
+    """argparse's complaint about a command-line value, as a Problem naming the flag."""
+    last = text.strip().splitlines()[-1] if text.strip() else "could not parse the command line"
+    match = re.search(r"argument --([\w-]+)", last)
+    key = match.group(1) if match else "command line"
+    return error("command line", key, last.split("error: ", 1)[-1], f"see `python recipes/sft.py --help` ({source})")
+
+
+def parse_values(values: dict, cli: list[str], source: str):
+    """(recipe, sft, model) from a recipe's YAML values and command-line flags, exactly as TrlParser reads them.
+
+    The YAML's values become the parser's defaults and the command line is parsed by argparse against the
+    dataclass field types, as TRL does: `--save_strategy no` stays the string "no", an enum field gets its
+    choices checked, and an error names the flag. The entrypoint and preflight both parse through here.
+    """
+    values = dict(values)
+    values.pop("env", None)
+    bf16_deferred = gpu_precision_without_gpu(values, cli)
+    parser = make_parser()
+    parser.set_defaults_with_config(**values)
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            recipe, sft, model = parser.parse_args_into_dataclasses(
+                args=list(cli) + (["--bf16", "false"] if bf16_deferred else [])
+            )
+    except SystemExit as exc:
+        if exc.code == 0:  # `--help` printed the usage
+            raise
+        raise RecipeError(source, [_argparse_problem(stderr.getvalue(), source)]) from None
+    except (ValueError, TypeError) as exc:
+        key = next((k for k in cli_keys(cli) + list(values) if f"{k}" in str(exc)), "recipe")
+        raise RecipeError(source, [error(source, key, str(exc), "fix the value as the message says")]) from None
+    if bf16_deferred:
+        sft.bf16 = True
+    if recipe.prepare_data is False:  # YAML reads a bare `off` as false
+        recipe.prepare_data = "off"
+    recipe.config_source = source
+    return recipe, sft, model
 
 
 def parse_recipe(argv: list[str]):
-    """Parse `--config recipe.yaml [--key value ...]` into (recipe, sft_config, model_config) or raise RecipeError."""
+    """Parse `--config recipe.yaml [--key value ...]` into (recipe, sft_config, model_config) or raise RecipeError.
+
+    Strict: an unknown key in the file or on the command line, or any error of `check_recipe`, refuses it.
+    """
     argv = list(argv)
     source = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
-    known = _known_keys()
+    cli = [a for i, a in enumerate(argv) if a != "--config" and (i == 0 or argv[i - 1] != "--config")]
     try:
-        config = load_yaml_mapping(source) if source != "command line" else {}
+        values = load_yaml_mapping(source) if source != "command line" else {}
     except ConfigError as exc:
         raise RecipeError(source, [str(exc)]) from None
-    problems = unknown_key_problems(config, known, source)
-    problems += unknown_key_problems(_cli_keys(argv), known, "command line")
+    known = recipe_keys()
+    problems = nearest_key_problems(values, known, source, "remove it, or check the spelling against `--help`")
+    problems += nearest_key_problems(cli_keys(cli), known, "command line", "check the spelling against `--help`")
     if problems:
         raise RecipeError(source, problems)
-    bf16_deferred = gpu_precision_without_gpu(config, argv)
-    try:
-        recipe, sft, model = make_parser().parse_args_and_config(
-            argv + (["--bf16", "false"] if bf16_deferred else []), fail_with_unknown_args=True
-        )
-    except ValueError as exc:
-        raise RecipeError(source, [str(exc)]) from None
-    if bf16_deferred:
-        sft.bf16 = True  # what the recipe says; the entrypoint refuses to train it without a GPU anyway
-    recipe.config_source = source
-    problems = check_recipe(recipe, sft, model, source)
-    if problems:
-        raise RecipeError(source, problems)
+    for key, value in (values.get("env") or {}).items():  # TRL's `env` key, as TrlParser applies it
+        os.environ[key] = str(value)
+    recipe, sft, model = parse_values(values, cli, source)
+    errors = [p for p in check_recipe(recipe, sft, model, source) if p.severity == "error"]
+    if errors:
+        raise RecipeError(source, errors)
     return recipe, sft, model
 
 
 def recipe_topology(recipe: RecipeArguments) -> Topology:
     """The topology of the recipe's accelerate YAML, resolved against the repository root."""
-    path = Path(recipe.accelerate_config)
-    return read_topology(path if path.is_absolute() or path.exists() else REPO_ROOT / path)
+    return read_topology(repo_path(recipe.accelerate_config))
 
 
-def check_recipe(recipe, sft, model, source: str) -> list[str]:
-    """Every reason the recipe cannot run on its own topology, each naming the key and the fix."""
+def check_recipe(recipe, sft, model, source: str) -> list[Problem]:
+    """Every rule about the recipe on its own topology (config/rules/), errors and warnings."""
     if not recipe.accelerate_config:
-        return [
-            (
-                f"{source}: `accelerate_config` is not set: name the accelerate YAML, "
-                "e.g. `accelerate_config: accelerate_configs/cpu-sp2.yaml`"
-            )
-        ]
+        fix = "name the accelerate YAML, e.g. `accelerate_config: accelerate_configs/cpu-sp2.yaml`"
+        return [error(source, "accelerate_config", "is not set", fix)]
     try:
         topo = recipe_topology(recipe)
     except ConfigError as exc:
-        return [f"{source}: `accelerate_config`: {exc}"]
-    problems = []
-    sp = topo.sp_size
-    if sp > 1 and model.attn_implementation != topo.sp_attn_implementation:
-        problems.append(
-            f"{source}: `attn_implementation` is {model.attn_implementation!r} but {topo.path} sets "
-            f"`parallelism_config_sp_attn_implementation: {topo.sp_attn_implementation}`; make them equal "
-            f"(one of {', '.join(SP_ATTENTION)})"
-        )
-    if sft.max_length is not None and sft.max_length % sp:
-        problems.append(
-            f"{source}: `max_length` {sft.max_length} is not a multiple of sp={sp} ({topo.path}); "
-            f"use {sft.max_length // sp * sp or sp}"
-        )
-    if sft.pad_to_multiple_of is not None and sft.pad_to_multiple_of % sp:
-        problems.append(
-            f"{source}: `pad_to_multiple_of` {sft.pad_to_multiple_of} is not a multiple of sp={sp}; "
-            f"use {sp} (or leave it unset and the entrypoint pads to a multiple of sp)"
-        )
-    if sp > 1 and sft.use_cpu and sft.max_length and sft.pad_to_multiple_of != sft.max_length:
-        problems.append(
-            f"{source}: `pad_to_multiple_of` must equal `max_length` ({sft.max_length}) for sp>1 on CPU: "
-            "DeepSpeed's SP dataloader all-gathers every rank's batch and gloo needs equal shapes; "
-            f"set `pad_to_multiple_of: {sft.max_length}`"
-        )
-    if sp > 1 and (sft.packing or sft.padding_free):
-        problems.append(
-            f"{source}: `packing`/`padding_free` are TRL's padding-free collator, which emits 1-D "
-            "`cu_seq_lens_*` tensors that DeepSpeed's SP dataloader cannot shard; set both to false"
-        )
-    # ---- resume and remote code
-    problems += resume_recipe_problems(recipe, sft, model, topo, source)
-    problems += prepared_data_problems(recipe, sft, model, topo, source)
-    problems += packed_isolation_problems(recipe, sft, model, topo, source)
-    problems += alst_problems(recipe, sft, model, topo, source)
-    return problems
+        fix = "point `accelerate_config` at an existing accelerate YAML under accelerate_configs/"
+        return [error(source, "accelerate_config", str(exc), fix)]
+    return recipe_problems(recipe, sft, model, topo, source)
 
 
 def exit_on_recipe_error(exc: RecipeError) -> None:

@@ -14,6 +14,7 @@ import argparse
 import sys
 import warnings
 
+from config.keys import split_argv
 from data_prep.errors import PrepError
 
 RECIPE_ONLY_FLAGS = ("input", "hub", "tokenizer", "max_length", "sp_size", "format", "policy", "mode", "alignment")
@@ -106,7 +107,7 @@ def record_manifest(cfg, settings: dict, folder, recipe: str) -> None:
 
 def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecations, not actionable here
-    own, overrides = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    own, overrides = split_argv(argv)
     args = build_parser().parse_args(own)
     try:
         from data_prep.config import check

@@ -14,6 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from config.keys import split_argv
 from config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
 from config.recipe import RecipeError, exit_on_recipe_error
 from config.topology import ConfigError, load_yaml_mapping
@@ -62,10 +63,11 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
-    dry_run = "--dry-run" in argv
-    args = [a for a in argv if a not in ("--dry-run", "--")]
+    own, overrides = split_argv(argv)
+    dry_run = "--dry-run" in own
+    own = [a for a in own if a != "--dry-run"]
     try:
-        cmd = launch_command(args[0], args[1:])
+        cmd = launch_command(own[0], own[1:] + overrides)
     except RecipeError as exc:
         exit_on_recipe_error(exc)
     shown = ["accelerate", "launch"] + cmd[3:]

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from config.keys import split_argv
 from config.paths import RECIPES_DIR, recipe_names, resolve_recipe, unknown_recipe_message
 from config.problems import error
 from preflight.checks import run_checks
@@ -103,14 +104,6 @@ def report(launch, problems, notes, args, plan: bool) -> dict:
     verdict = "ok" if not errors else "FAILED"
     print(f"preflight {verdict}: {launch.source}: {summary['errors']} error(s), {summary['warnings']} warning(s)")
     return summary
-
-
-def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Our flags before `--`, recipe overrides after it."""
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1 :]
-    return argv, []
 
 
 def main(argv: list[str]) -> int:

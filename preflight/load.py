@@ -5,19 +5,15 @@ read, so one run reports every fault. The recipe goes through the entrypoint's o
 (`config.recipe.make_parser`): preflight accepts exactly what `recipes/sft.py` accepts.
 """
 
-import contextlib
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from config.keys import cli_keys, nearest_key_problems
 from config.paths import display_path, recipe_names, repo_path, resolve_recipe
 from config.problems import Problem, error
-from config.recipe import make_parser
+from config.recipe import RecipeError, parse_values, recipe_keys
 from config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
-from preflight.checks.files import nearest_key_problems, recipe_keys
 from preflight.facts import ModelFacts, recipe_facts
 
 STRING_KEYS = (
@@ -56,44 +52,6 @@ class Launch:
     problems: list[Problem] = field(default_factory=list)
 
 
-def split_overrides(argv: list[str]) -> dict:
-    """`--key value` / `--key=value` / a bare `--flag` into a dict of YAML-typed values."""
-    out, i = {}, 0
-    while i < len(argv):
-        arg = argv[i]
-        if not arg.startswith("--"):
-            i += 1
-            continue
-        key, _, value = arg[2:].partition("=")
-        if not _ and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            value, i = argv[i + 1], i + 1
-        out[key] = yaml.safe_load(value) if value else True
-        i += 1
-    return out
-
-
-def parse_known(launch: Launch, values: dict) -> None:
-    """Build the three dataclasses from the recipe's known keys with the entrypoint's parser."""
-    from unittest import mock
-
-    parser = make_parser()
-    parser.set_defaults_with_config(**values)
-    stderr = io.StringIO()
-    # TrainingArguments refuses bf16 on a machine without a bf16 GPU; preflight checks a launch for the
-    # machine it will run on, which is often not this one (the GPU checks are world.py's).
-    # registered in training/patches.py
-    bf16_ok = mock.patch("transformers.training_args.is_torch_bf16_gpu_available", return_value=True)
-    try:
-        with contextlib.redirect_stderr(stderr), bf16_ok:
-            launch.recipe, launch.sft, launch.model = parser.parse_args_into_dataclasses(args=[])
-    except SystemExit:
-        launch.problems.append(
-            error(launch.source, "recipe", stderr.getvalue().strip()[-400:], "fix the value's type")
-        )
-    except (ValueError, TypeError) as exc:
-        launch.problems.append(error(launch.source, "recipe", str(exc), "fix the keys TRL refuses, as it says"))
-
-
 def type_problems(launch) -> list[Problem]:
     """Names and paths given a number or a list: TrlParser keeps YAML values as they are, so check them here
     (the dataclasses' annotations cannot tell: HfArgumentParser rewrites them while building the parser)."""
@@ -106,17 +64,29 @@ def type_problems(launch) -> list[Problem]:
     return problems
 
 
-def load_recipe(launch: Launch, path: Path, overrides: dict) -> None:
+def load_recipe(launch: Launch, path: Path, overrides: list[str]) -> None:
+    """Parse the recipe with the entrypoint's own parser; unknown keys are reported and the rest still parsed."""
     try:
-        launch.raw = {**load_yaml_mapping(path), **overrides}
+        values = load_yaml_mapping(path)
     except ConfigError as exc:
         launch.problems.append(error(launch.source, "recipe", str(exc), "pass a recipe name under recipes/ or a path"))
         return
     known = recipe_keys()
-    launch.problems += nearest_key_problems(launch.raw, known, launch.source, "run `python recipes/sft.py --help`")
-    parse_known(launch, {k: v for k, v in launch.raw.items() if k in known and k != "env"})
-    if launch.sft is not None:
-        launch.problems += type_problems(launch)
+    launch.problems += nearest_key_problems(values, known, launch.source, "run `python recipes/sft.py --help`")
+    unknown_cli = nearest_key_problems(cli_keys(overrides), known, "command line", "check the spelling against --help")
+    launch.problems += unknown_cli
+    launch.raw = dict(values)
+    if unknown_cli:  # argparse would stop at the first one; the file's keys are reported above
+        return
+    try:
+        parsed = parse_values({k: v for k, v in values.items() if k in known}, overrides, launch.source)
+    except RecipeError as exc:
+        launch.problems += [p for p in exc.problems if isinstance(p, Problem)]
+        return
+    launch.recipe, launch.sft, launch.model = parsed
+    for key in cli_keys(overrides):  # what the command line set, as the dataclasses typed it
+        launch.raw[key] = next(getattr(obj, key) for obj in parsed if hasattr(obj, key))
+    launch.problems += type_problems(launch)
 
 
 def load_accelerate(launch: Launch, value: str | None) -> None:
@@ -198,7 +168,7 @@ def load_launch(recipe: str, overrides: list[str], machine: Machine) -> Launch:
             error(recipe, "recipe", f"no recipe file {path}", f"use one of: {', '.join(recipe_names())}")
         )
         return launch
-    load_recipe(launch, path, split_overrides(overrides))
+    load_recipe(launch, path, overrides)
     if not launch.raw:  # unreadable or empty: nothing else can be resolved from it
         return launch
     load_accelerate(launch, launch.raw.get("accelerate_config"))

@@ -81,7 +81,7 @@ def test_offload_without_checkpointing_is_refused():
     )
     sft = SimpleNamespace(activation_checkpointing=False, gradient_checkpointing=False, use_liger_kernel=False)
     problems = alst_problems(recipe, sft, None, None, "r.yaml")
-    assert problems and "gradient_checkpointing: true" in problems[0]
+    assert problems and "gradient_checkpointing: true" in str(problems[0])
 
 
 @pytest.mark.distributed

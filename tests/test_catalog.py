@@ -137,5 +137,5 @@ def test_overrides_from_the_command_line_are_json(monkeypatch):
     assert build_random_model(recipe, model, seed=0).config.max_position_embeddings == 8192
     from config.recipe import RecipeError
 
-    with pytest.raises(RecipeError, match="`model_config_overrides` is not valid JSON"):
+    with pytest.raises(RecipeError, match="`model_config_overrides`: is not valid JSON"):
         parse_recipe(args[:-1] + ["{max_position_embeddings: 8192"])

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from config.checkpoints import resolve_resume, resume_problems
+from config.checkpoints import mesh_mismatch, resolve_resume
 from config.topology import read_topology
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,11 +45,12 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 
 def test_same_mesh_resumes_and_another_mesh_is_refused(tmp_path):
     path = checkpoint(tmp_path, 3)
-    assert resume_problems(path, SP2) == []
-    (problem,) = resume_problems(path, SP1)
-    assert "world_size=2, sp_size=2" in problem and "world_size=1, sp_size=1" in problem
+    assert mesh_mismatch(path, SP2) is None
+    what, fix = mesh_mismatch(path, SP1)
+    assert "world_size=2, sp_size=2" in what and "world_size=1, sp_size=1" in what
+    assert "python -m training.universal" in fix
     (path / "latest_universal").write_text("global_step3_universal")  # converted: any mesh may load it
-    assert resume_problems(path, SP1) == []
+    assert mesh_mismatch(path, SP1) is None
 
 
 def test_checkpoint_without_a_record_is_judged_by_its_rank_files(tmp_path):
@@ -57,5 +58,5 @@ def test_checkpoint_without_a_record_is_judged_by_its_rank_files(tmp_path):
     step.mkdir(parents=True)
     for rank in range(4):
         (step / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").write_bytes(b"")
-    (problem,) = resume_problems(tmp_path / "checkpoint-3", SP2)
-    assert "world_size=4" in problem
+    what, _ = mesh_mismatch(tmp_path / "checkpoint-3", SP2)
+    assert "world_size=4" in what

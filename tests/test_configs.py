@@ -91,7 +91,7 @@ def test_unknown_recipe_key_names_file_and_suggestion(tmp_path):
 
 
 def test_unknown_command_line_key_is_an_error():
-    with pytest.raises(RecipeError, match="unknown key `learning_rat`: did you mean `learning_rate`"):
+    with pytest.raises(RecipeError, match="`learning_rat`: unknown key; fix: did you mean `learning_rate`"):
         parse_recipe(["--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", "--learning_rat", "1"])
 
 
@@ -110,10 +110,10 @@ def test_sp_rules_are_checked_together(tmp_path):
     )
     with pytest.raises(RecipeError) as err:
         parse_recipe(["--config", str(bad)])
-    problems = err.value.problems
-    assert any("`max_length` 2047 is not a multiple of sp=2" in p and "use 2046" in p for p in problems)
-    assert any("`attn_implementation` is 'eager'" in p for p in problems)
-    assert any("`pad_to_multiple_of` must equal `max_length`" in p for p in problems)
+    problems = [str(p) for p in err.value.problems]
+    assert any("`max_length`: 2047 is not a multiple of sp=2" in p and "use max_length: 2046" in p for p in problems)
+    assert any("`attn_implementation`: is 'eager'" in p for p in problems)
+    assert any("`pad_to_multiple_of`: must equal max_length" in p for p in problems)
 
 
 def test_missing_accelerate_config_is_reported(tmp_path):

@@ -73,7 +73,7 @@ def test_custom_model_code_needs_an_explicit_opt_in(tmp_path):
     ]
     with pytest.raises(RecipeError) as exc:
         parse_recipe(argv)
-    assert any("trust_remote_code: true" in p for p in exc.value.problems)
+    assert any("trust_remote_code: true" in str(p) for p in exc.value.problems)
     parse_recipe([*argv, "--trust_remote_code", "true"])  # stated explicitly: accepted
 
 

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.distributed
 @pytest.fixture(scope="module")
 def make_sft(tmp_path_factory):
     out = tmp_path_factory.mktemp("sft") / "tiny-llama/sft-2k-cpu-sp2"
-    args = f"--max_steps 12 --logging_steps 3 --output_dir {out}"
+    # `--save_strategy no` is read as TRL reads it (the string "no", not YAML's false)
+    args = f"--max_steps 12 --logging_steps 3 --save_strategy no --output_dir {out}"
     proc = subprocess.run(
         ["make", "-s", "sft", f"ARGS={args}"],
         cwd=REPO,

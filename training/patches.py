@@ -134,20 +134,6 @@ PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
-    Patch(
-        target="transformers.training_args.is_torch_bf16_gpu_available",
-        installed_by="preflight.load:parse_known",
-        why="a bf16 GPU recipe is validated on a machine without a GPU (mock.patch while the dataclasses are "
-        "built); the GPU checks are preflight's own. TrainingArguments calls the module-level name",
-        written_against="transformers==5.23.0",
-        source_sha256="312a81a8baff4131630f0df76f2b7fceabd4423b37730ddfbb4f80d768281ee3",
-        relies_on=(
-            (
-                "transformers.training_args.TrainingArguments._validate_args",
-                "16fcc519c86a31c8cdf731e52bdf87841955afdd9d057fd427cdc0ec4e1b3a5e",
-            ),
-        ),
-    ),
 )
 
 

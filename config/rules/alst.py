@@ -4,25 +4,26 @@ What the switches do at run time is training/alst.py's and training/model_config
 only says, before anything is built, when a recipe sets them in a way that cannot work.
 """
 
+from config.problems import Problem, error
 from config.rules.model_config import model_config_problems
 
 
-def alst_problems(recipe, sft, model, topo, source: str) -> list[str]:
+def alst_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     """Recipe-level reasons the ALST switches cannot work as set; each names the key and the fix."""
     problems = []
     if recipe.tiled_mlp_shards is not None and recipe.tiled_mlp_shards < 1:
-        problems.append(f"{source}: `tiled_mlp_shards` must be >= 1 (or unset for ceil(tokens / hidden_size))")
+        fix = "use >= 1, or unset it for ceil(tokens / hidden_size)"
+        problems.append(error(source, "tiled_mlp_shards", f"must be >= 1, got {recipe.tiled_mlp_shards}", fix))
     if recipe.tiled_mlp_shards is not None and not recipe.tiled_mlp:
-        problems.append(f"{source}: `tiled_mlp_shards` is set but `tiled_mlp` is false; set `tiled_mlp: true`")
+        problems.append(error(source, "tiled_mlp_shards", "is set but `tiled_mlp` is false", "set `tiled_mlp: true`"))
     checkpointing = getattr(sft, "activation_checkpointing", None)  # transformers 5 name of gradient_checkpointing
     if checkpointing is None:
         checkpointing = sft.gradient_checkpointing
     if recipe.activation_checkpoint_offload and not checkpointing:
-        problems.append(
-            f"{source}: `activation_checkpoint_offload` offloads the inputs of checkpointed layers, so it needs "
-            "`gradient_checkpointing: true`"
-        )
+        msg = "offloads the inputs of checkpointed layers, so it needs gradient checkpointing"
+        problems.append(error(source, "activation_checkpoint_offload", msg, "set `gradient_checkpointing: true`"))
     problems += model_config_problems(recipe, source)
     if sft.use_liger_kernel and sft.use_cpu:
-        problems.append(f"{source}: `use_liger_kernel` needs Triton on a GPU; set it false for a CPU recipe")
+        msg = "needs Triton on a GPU"
+        problems.append(error(source, "use_liger_kernel", msg, "set it false for a CPU recipe"))
     return problems

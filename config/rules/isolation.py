@@ -11,7 +11,8 @@ says when that is guaranteed, so preflight and the entrypoint cannot disagree:
   any name this module does not know: no.
 """
 
-ISOLATED_BACKENDS = ("sdpa", "flash_attention_2", "flash_attention_3")
+from config.problems import Problem, error
+
 FLASH_BACKENDS = ("flash_attention_2", "flash_attention_3")
 
 
@@ -40,15 +41,12 @@ def is_packed(recipe, sft) -> bool:
     return bool(getattr(sft, "packing", False) or getattr(sft, "padding_free", False))
 
 
-def packed_isolation_problems(recipe, sft, model, topo, source: str) -> list[str]:
+def packed_isolation_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     """One problem when packed data would silently attend across documents; none otherwise."""
     if not is_packed(recipe, sft) or getattr(recipe, "allow_cross_document_attention", False):
         return []
     isolated, reason = isolation_guarantee(model.attn_implementation, topo.sp_size, sft.per_device_train_batch_size)
     if isolated:
         return []
-    problem = (
-        f"{source}: packed documents would attend to each other: {reason} "
-        "(or set `allow_cross_document_attention: true` if that is intended)"
-    )
-    return [problem]
+    msg = f"packed documents would attend to each other: {reason}"
+    return [error(source, "attn_implementation", msg, "or set `allow_cross_document_attention: true` if intended")]

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from config.paths import REPO_ROOT
+from config.problems import Problem, error
 
 
 def overrides_of(recipe) -> dict:
@@ -21,20 +22,21 @@ def overrides_of(recipe) -> dict:
     return value
 
 
-def model_config_problems(recipe, source: str) -> list[str]:
+def model_config_problems(recipe, source: str) -> list[Problem]:
     """Parse-time problems of `model_config_source` / `model_config_overrides`, each with its fix."""
     problems = []
     source_dir = recipe.model_config_source
     if source_dir and recipe.model_init != "random":
-        problems.append(f"{source}: `model_config_source` only applies to `model_init: random`; unset it")
+        msg = "only applies to `model_init: random`"
+        problems.append(error(source, "model_config_source", msg, "unset it, or set `model_init: random`"))
     found = source_dir and any((root / source_dir / "config.json").is_file() for root in (Path.cwd(), REPO_ROOT))
     if source_dir and not found:
-        problems.append(
-            f"{source}: `model_config_source` {source_dir} has no config.json; "
-            "use a snapshot folder, e.g. architectures/meta-llama/Llama-3.1-8B-Instruct"
-        )
+        fix = "use a snapshot folder, e.g. architectures/meta-llama/Llama-3.1-8B-Instruct"
+        problems.append(error(source, "model_config_source", f"{source_dir} has no config.json", fix))
     try:
         overrides_of(recipe)
     except (ValueError, TypeError) as exc:
-        problems.append(f"{source}: {exc}")
+        msg = str(exc).removeprefix("`model_config_overrides` ")
+        fix = "give a mapping (a JSON object on the command line)"
+        problems.append(error(source, "model_config_overrides", msg, fix))
     return problems

@@ -2,8 +2,10 @@
 
 from pathlib import Path
 
+from config.problems import Problem, error
 
-def remote_code_problems(model, sft, source: str) -> list[str]:
+
+def remote_code_problems(model, sft, source: str) -> list[Problem]:
     """A local model whose config needs custom code (`auto_map`) must opt in with `trust_remote_code: true`.
 
     The default stays false: executing a repository's Python is a decision a recipe states, never a default.
@@ -13,8 +15,5 @@ def remote_code_problems(model, sft, source: str) -> list[str]:
         return []
     if '"auto_map"' not in config.read_text():
         return []
-    message = (
-        f"{source}: {config} names custom model code (`auto_map`), which runs only with "
-        "`trust_remote_code: true`; read that code, then set the key explicitly in the recipe"
-    )
-    return [message]
+    msg = f"{config} names custom model code (`auto_map`), which runs only with `trust_remote_code: true`"
+    return [error(source, "trust_remote_code", msg, "read that code, then set the key explicitly in the recipe")]

@@ -6,9 +6,9 @@ DeepSpeed by a test (tests/test_preflight_files.py).
 """
 
 import dataclasses
-import difflib
 from pathlib import Path
 
+from config.keys import nearest_key_problems
 from config.problems import Problem, error
 
 ACCELERATE_DEEPSPEED_KEYS = {
@@ -74,25 +74,6 @@ DEEPSPEED_ZERO_KEYS = {
     "override_module_apply", "log_trace_cache_warnings", "enable_sanity_checks", "leaf_module",
     "parameter_alignment", "compute_grad_norm", "save_muon_momentum_buffer_in_memory",
 }  # fmt: skip
-
-
-def recipe_keys() -> set[str]:
-    """Every key a recipe may hold: the fields of the entrypoint's three dataclasses, plus TRL's `env`."""
-    from config.recipe import _known_keys
-
-    return _known_keys()
-
-
-def nearest_key_problems(mapping, known: set[str], where: str, otherwise: str, prefix: str = "") -> list[Problem]:
-    """One error per unknown key, suggesting the closest valid key when there is a plausible one."""
-    problems = []
-    for key in mapping:
-        if key in known:
-            continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-        fix = f"did you mean `{prefix}{close[0]}`?" if close else otherwise
-        problems.append(error(where, prefix + str(key), "unknown key", fix))
-    return problems
 
 
 def accelerate_key_problems(data: dict, where: str) -> list[Problem]:
