@@ -44,10 +44,9 @@ install-gpu: $(STAMP)
 	# flash-attn compiles against the CUDA toolkit: needs nvcc and a CUDA build of torch.
 	$(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 
-# Preflight first: a broken launch stops here, before any download or process start.
+# One process: preflight (a broken launch stops before any download or process start), the prepared data
+# (a cache hit when nothing changed), then the accelerate launch of the recipe's own YAML.
 sft: $(STAMP)
-	$(PY) -m preflight $(RECIPE) --this-machine $(PREFLIGHT_FLAGS) -- $(ARGS)
-	$(PY) -m data_prep --recipe $(RECIPE) --skip-if-off -- $(ARGS)
 	$(PY) -m launcher $(RECIPE) -- $(ARGS)
 
 # PREP_FLAGS: data_prep's own flags (--force, --num-proc N)

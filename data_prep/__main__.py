@@ -44,27 +44,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_recipe(args, overrides: list[str]):
+def prepare_recipe(args, overrides: list[str]) -> bool:
+    """Prepare the recipe's data (data_prep/recipe_data.py); False when its `prepare_data` is off."""
     from config.paths import resolve_recipe
-    from config.prepared import prep_settings
     from config.recipe import RecipeError, parse_recipe, recipe_topology
-    from data_prep.config import from_recipe
+    from data_prep.recipe_data import prepare_for_recipe
 
     given = [f"--{f.replace('_', '-')}" for f in RECIPE_ONLY_FLAGS if getattr(args, f) is not None]
     if given:
         raise PrepError(f"{', '.join(given)} conflict with --recipe: set them in the recipe (or drop --recipe)")
-    path = resolve_recipe(args.recipe)
     try:
-        recipe, sft, model = parse_recipe(["--config", str(path), *overrides])
+        recipe, sft, model = parse_recipe(["--config", str(resolve_recipe(args.recipe)), *overrides])
     except RecipeError as exc:
         raise PrepError(" ".join(str(exc).split())) from None
     if recipe.prepare_data == "off":
-        return None, None
+        return False
     extra = {"num_proc": args.num_proc, "shard_tokens": args.shard_tokens}
     if args.output:
         extra["output_dir"] = args.output
-    topo = recipe_topology(recipe)
-    return from_recipe(recipe, sft, model, topo, **extra), prep_settings(recipe, sft, model, topo)
+    prepare_for_recipe(recipe, sft, model, recipe_topology(recipe), args.recipe, force=args.force, **extra)
+    return True
 
 
 def config_from_flags(args):
@@ -92,35 +91,19 @@ def config_from_flags(args):
     )
 
 
-def record_manifest(cfg, settings: dict, folder, recipe: str) -> None:
-    """Point the recipe's data settings at the folder just built or found (config/prepared.py)."""
-    import json
-
-    from config.paths import display_path, resolve_recipe
-    from config.prepared import REPORT, write_manifest
-    from data_prep.config import source_fingerprint
-
-    key = json.loads((folder / REPORT).read_text())["cache_key"]
-    source = source_fingerprint(cfg) if cfg.inputs else []
-    write_manifest(settings, folder, key, source, display_path(resolve_recipe(recipe)))
-
-
 def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecations, not actionable here
     own, overrides = split_argv(argv)
     args = build_parser().parse_args(own)
     try:
-        from data_prep.config import check
-        from data_prep.pipeline import prepare
+        if args.recipe:
+            if not prepare_recipe(args, overrides) and not args.skip_if_off:
+                raise PrepError(f"{args.recipe}: `prepare_data` is off; set `prepare_data: packed` (or `unpacked`)")
+        else:
+            from data_prep.config import check
+            from data_prep.pipeline import prepare
 
-        cfg, settings = config_from_recipe(args, overrides) if args.recipe else (config_from_flags(args), None)
-        if cfg is None:
-            if args.skip_if_off:
-                return 0
-            raise PrepError(f"{args.recipe}: `prepare_data` is off; set `prepare_data: packed` (or `unpacked`)")
-        folder, _ = prepare(check(cfg), force=args.force)
-        if settings is not None and not args.output:  # what training ranks read instead of recomputing the key
-            record_manifest(cfg, settings, folder, args.recipe)
+            prepare(check(config_from_flags(args)), force=args.force)
     except PrepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

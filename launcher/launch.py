@@ -1,8 +1,10 @@
-"""Resolve a recipe to its accelerate YAML and launch `recipes/sft.py` with it (what `make sft` runs).
+"""What `make sft` runs: preflight, the prepared data, then `accelerate launch recipes/sft.py` with the recipe's YAML.
 
 Usage:
     python -m launcher RECIPE [--dry-run] [-- OVERRIDES...]
-    python -m launcher tiny-llama/sft-2k-cpu-sp2 --max_steps 10
+    python -m launcher tiny-llama/sft-2k-cpu-sp2 -- --max_steps 10
+
+`--dry-run` prints the launch line only (no checks, no data, no launch).
 
 RECIPE is a name under recipes/ or a path. The accelerate YAML comes from the recipe's one
 `accelerate_config` key (or an `--accelerate_config` override), so recipe and topology are never typed
@@ -15,7 +17,7 @@ import sys
 from pathlib import Path
 
 from config.keys import split_argv
-from config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
+from config.paths import REPO_ROOT, display_path, resolve_recipe, unknown_recipe_message
 from config.recipe import RecipeError, exit_on_recipe_error
 from config.topology import ConfigError, load_yaml_mapping
 from training.credentials import redact_argv
@@ -68,6 +70,13 @@ def main(argv: list[str]) -> int:
     own = [a for a in own if a != "--dry-run"]
     try:
         cmd = launch_command(own[0], own[1:] + overrides)
+        if not dry_run:
+            from launcher.make_sft import run
+
+            accel = run(own[0], own[1:] + overrides)  # preflight and data, from one parse of the recipe
+            if accel is None:
+                return 1
+            cmd[cmd.index("--config_file") + 1] = display_path(accel)
     except RecipeError as exc:
         exit_on_recipe_error(exc)
     shown = ["accelerate", "launch"] + cmd[3:]
