@@ -1,27 +1,32 @@
-"""Single-GPU memory ladder: how long a sequence Llama-3.1-8B trains on one GPU with each ALST feature.
+"""Single-GPU ALST ladder as a record attempt: each feature set's longest trainable length, by bisection.
 
-What it measures: the Llama-3.1-8B architecture (architectures snapshot) with random bf16
-weights, sdpa attention, gradient checkpointing, sp=1, micro-batch 1, one forward+backward per point at
-32K, 64K, 128K, ... tokens, for four feature sets (ArcticTraining's single-H200 ladder order):
+What it runs: benchmarks/ladder_stack.py (Llama-3.1-8B, trainable bf16 weights, TRL's fused LM head, torch
+sdpa's FlashAttention kernels, gradient checkpointing, ZeRO-3 with parameter and optimizer offload as
+ArcticTraining's single-H200 recipes) for four feature sets: baseline | + Liger's layer kernels | +
+activation-checkpoint offload | + TiledMLP. ArcticTraining's single-H200 points for these sets are 65K /
+300K / 650K / 1.2M tokens, on a stack whose baseline still materialised full logits (ours never does).
 
-    baseline | + Liger fused cross-entropy | + activation-checkpoint offload | + TiledMLP
+How: one process per feature set (an out-of-memory leaves no fragments for the next). The first probe is
+the memory plan's own prediction (memory_plan/), then bisection between the longest length that ran and
+the shortest that ran out of memory, in multiples of 256 tokens, until they are within 5%, or until the
+next probe's predicted time (quadratic in length, from the last probe) would overrun the feature set's
+share of `--budget-s` (default 600 s in all). Per probe: peak allocated GPU memory, tokens/s, MFU and HFU
+(training/flops.py; one forward + backward, the host optimizer step left out unless `--optimizer-step`) and
+the plan's prediction. Writes `--out` (JSON) and a PNG beside it: length vs peak memory and tokens/s, with
+the plan's curve.
 
-Per point: peak GPU memory, tokens/s, MFU and preflight's estimate beside it. The base weights are
-FROZEN (the inputs of the first layer require grad, so every activation gradient is still computed):
-this isolates activation memory the way LoRA does, and needs no optimizer offload. ArcticTraining's anchor
-(65K / 300K / 650K / 1.2M on one H200) is FULL fine-tuning with ZeRO-3 parameter and optimizer offload,
-so its lengths are comparable but not equal: here 16 GB of bf16 weights stay on the GPU.
-MFU counts F = 4*P*S + 12*L*H*d*S^2 (no weight gradients: 4, not 6, times P*S; full S^2 attention term).
+Reaching 1.2M: memory is not the limit on an H200 with every feature on (the plan puts 1.2M at about
+0.98 of 141 GB); time is. One 1.2M-token step of Llama-8B is about 1.2e18 model FLOPs (causal attention
+dominates: 12 L H d x S^2 / 2), some 40 minutes at 50% MFU, so the 10-minute default cannot probe it.
+`make gpu-ladder LADDER_FLAGS="--features liger+offload+tiled --start 1200000 --budget-s 7200"` probes
+1.2M first and bisects from there.
 
-Each feature set runs in its own process (so an out-of-memory never leaves fragments for the next), lengths
-ascending until the first out-of-memory; a point predicted (from the previous one, quadratically) to
-overrun the time budget is skipped and says so. Default budget: 7 minutes in all, for an 8-minute slot.
-
-    python benchmarks/gpu_memory_ladder.py [--lengths 32768,65536,...] [--budget-s 420] [--out FILE]
-    python benchmarks/gpu_memory_ladder.py --tiny      # CPU smoke run: tiny Llama, 2 short lengths
+    python benchmarks/gpu_memory_ladder.py [--budget-s 600] [--out benchmarks/results/gpu_memory_ladder.json]
+    python benchmarks/gpu_memory_ladder.py --tiny      # CPU, the tiny Llama, in-process: what make test runs
 """
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -30,182 +35,174 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
-ARCH = REPO / "architectures/meta-llama/Llama-3.1-8B-Instruct"
-TINY = REPO / "recipes/assets/tiny-llama"
-# name -> (liger, activation_checkpoint_offload, tiled_mlp)
-FEATURES = {
-    "baseline": (False, False, False),
-    "liger": (True, False, False),
-    "liger+offload": (True, True, False),
-    "liger+offload+tiled": (True, True, True),
-}
-# Liger needs Triton on a GPU; the CPU smoke run swaps it out and keeps the other switches.
-TINY_FEATURES = {
-    "baseline": (False, False, False),
-    "offload": (False, True, False),
-    "offload+tiled": (False, True, True),
-}
+from ladder_stack import FEATURES, TINY_FEATURES  # noqa: E402
+
+STEP = 256  # lengths are multiples of this (ALST: ideally a multiple of 256 per rank)
+GIB_PER_GB = 1e9 / 2**30
+H200_GB = 141.0
 
 
-def preflight_estimate(config, seq_len: int, liger: bool, offload: bool, tiled: bool) -> float:
-    """memory_plan.memory's estimate in GiB for this point, printed beside the measurement."""
+def plan_gib(config, seq_len: int, options: dict, tiny: bool) -> float:
+    """memory_plan's per-rank total for this point: the stack above on one GPU."""
     from memory_plan.memory import estimate
 
-    plan = estimate(
-        config.to_dict(),
-        seq_len=seq_len,
-        sp=1,
-        num_gpus=1,
-        zero_stage=3,
-        offload_optimizer=False,
-        offload_params=False,
-        liger=liger,
-        tiled_mlp=tiled,
-        act_offload=offload,
-        grad_ckpt=True,
-        lora=True,  # frozen base: the closest of preflight's modes to what is measured here
-        micro_batch=1,
-    )
-    return round(plan.total_gib, 2)
+    return estimate(config.to_dict(), seq_len=seq_len, sp=1, **plan_kwargs(tiny), **options).total_gib
 
 
-def build_model(tiny: bool, liger: bool, offload: bool, tiled: bool):
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+def plan_max(config, gpu_gib: float, options: dict, tiny: bool) -> int:
+    from memory_plan.memory import max_seq_len
 
-    from training.alst import enable_activation_checkpoint_offload, enable_tiled_mlp
-
-    config = AutoConfig.from_pretrained(TINY if tiny else ARCH)
-    device, dtype = ("cpu", torch.float32) if tiny else ("cuda", torch.bfloat16)
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
-    model.requires_grad_(False)  # frozen base: activation memory only (see the module docstring)
-    model.enable_input_require_grads()
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.train()
-    if liger:
-        from liger_kernel.transformers import _apply_liger_kernel_to_instance
-
-        _apply_liger_kernel_to_instance(model=model)
-    if tiled:
-        enable_tiled_mlp(model)
-    if offload:
-        enable_activation_checkpoint_offload(model)
-    return model, config, device
+    return max_seq_len(config.to_dict(), gpu_gib, sp=1, step=STEP, **plan_kwargs(tiny), **options)
 
 
-def step(model, seq_len: int, device) -> float:
-    """One forward+backward on seq_len random tokens; returns seconds (synchronised)."""
+def plan_kwargs(tiny: bool) -> dict:
+    """The plan's switches for ladder_stack's stack (offload off with --tiny; its DeepSpeed bucket)."""
+    from ladder_stack import deepspeed_config
+
+    bucket = deepspeed_config(tiny)["zero_optimization"]["reduce_bucket_size"]
+    return {"num_gpus": 1, "offload_optimizer": not tiny, "offload_params": not tiny, "grad_ckpt": True,
+            "head": "trl", "attention": "sdpa" if tiny else "flash", "reduce_bucket": bucket,
+            "prefetch_bucket": bucket}  # fmt: skip
+
+
+def next_probe(ok: int, fail: int | None, first: int) -> int | None:
+    """The next length to try: the first guess, doubling until a failure, then the midpoint; None when done."""
+    if ok == 0 and fail is None:
+        return first
+    if fail is None:
+        return ok * 2
+    if ok and fail / ok <= 1.05 or fail - ok <= STEP:
+        return None
+    mid = (ok + fail) // 2 if ok else fail // 2
+    return max(STEP, mid // STEP * STEP)
+
+
+def measure(engine, config, device, seq_len: int, optimizer_step: bool) -> dict:
+    """One probe: status, peak memory, tokens/s, MFU, HFU."""
     import torch
 
-    ids = torch.randint(0, model.config.vocab_size, (1, seq_len), device=device)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    sync()
-    start = time.perf_counter()
-    model(input_ids=ids, labels=ids).loss.backward()
-    sync()
-    return time.perf_counter() - start
+    from memory_plan.measure import PeakBytes
+    from training.flops import FlopCounts
+    from training.metrics import device_peak_flops, peak_memory_gib
+
+    peak_memory_gib()  # resets the CUDA peak
+    meter = PeakBytes() if device == "cpu" else None  # a CPU has no allocator peak: count tensor bytes
+    try:
+        with meter or contextlib.nullcontext():
+            seconds = engine_step(engine, config, device, seq_len, optimizer_step)
+    except torch.OutOfMemoryError:
+        engine.optimizer.zero_grad()
+        torch.cuda.empty_cache()
+        return {"status": "out of memory"}
+    flops, pairs, peak = FlopCounts.from_config(config), seq_len * (seq_len + 1) / 2, device_peak_flops()
+    peak_gib = meter.peak / 2**30 if meter else peak_memory_gib()
+    row = {"status": "ok", "seconds": round(seconds, 3), "peak_gib": round(peak_gib, 6)}
+    row["tokens_per_s"] = round(seq_len / seconds, 1)
+    if peak:
+        row["mfu"] = round(flops.model(seq_len, pairs) / seconds / peak, 4)
+        row["hfu"] = round(flops.hardware(seq_len, pairs, grad_ckpt=True, tiled_mlp=False) / seconds / peak, 4)
+    return row
 
 
-def worker(name: str, lengths: list[int], deadline: float, tiny: bool) -> None:
-    """Climb the lengths for one feature set, printing one JSON line per point."""
-    import torch
+def engine_step(engine, config, device, seq_len, optimizer_step) -> float:
+    from ladder_stack import train_step
 
-    from training.metrics import device_peak_flops, flops_per_token_pair, peak_memory_gib
+    return train_step(engine, seq_len, config.vocab_size, device, optimizer_step)
 
-    liger, offload, tiled = (TINY_FEATURES if tiny else FEATURES)[name]
-    model, config, device = build_model(tiny, liger, offload, tiled)
-    six_p, attn = flops_per_token_pair(config)
-    peak_flops = device_peak_flops()
-    step(model, min(lengths[0], 1024), device)  # kernels and allocator warm, so the first point times the step
-    model.zero_grad(set_to_none=True)
-    last = None  # (length, seconds)
-    for seq_len in lengths:
-        estimate = preflight_estimate(config, seq_len, liger, offload, tiled)
-        row = {"features": name, "seq_len": seq_len, "estimate_gib": estimate}
-        predicted = last[1] * (seq_len / last[0]) ** 2 if last else 0.0
+
+def worker(name: str, args) -> list[dict]:
+    """Bisect one feature set's longest length; prints and returns one JSON row per probe."""
+    from ladder_stack import build
+
+    deadline = args.deadline
+    engine, config, device, options = build(name, args.tiny, args.attn)
+    engine_step(engine, config, device, STEP // 2, False)  # kernels and allocator warm before the first probe
+    gpu_gib = args.gpu_gb * GIB_PER_GB
+    first = args.start or plan_max(config, gpu_gib, options, args.tiny) or STEP
+    first = min(first, args.max_length) // STEP * STEP
+    ok, fail, last, rows = 0, None, None, []
+    while (seq := next_probe(ok, fail, first)) is not None and seq <= args.max_length:
+        row = {"features": name, "seq_len": seq, "plan_gib": round(plan_gib(config, seq, options, args.tiny), 3)}
+        predicted = last[1] * (seq / last[0]) ** 2 if last else 0.0
         if time.time() + predicted > deadline:
-            print(
-                json.dumps(row | {"status": f"skipped: ~{predicted:.0f}s would overrun the time budget"}), flush=True
-            )
+            rows.append(row | {"status": f"skipped: ~{predicted:.0f}s would overrun the time budget"})
+            print(json.dumps(rows[-1]), flush=True)
             break
-        try:
-            peak_memory_gib()  # resets the peak counter on GPU
-            seconds = step(model, seq_len, device)
-        except torch.OutOfMemoryError:
-            print(json.dumps(row | {"status": "out of memory"}), flush=True)
-            break
-        flops = (4 / 6) * six_p * seq_len + attn * seq_len**2
-        row |= {"status": "ok", "peak_gib": round(peak_memory_gib(), 2), "tokens_per_s": round(seq_len / seconds, 1)}
-        row["mfu"] = round(flops / seconds / peak_flops, 3) if peak_flops else None
+        row |= measure(engine, config, device, seq, args.optimizer_step)
+        rows.append(row)
         print(json.dumps(row), flush=True)
-        model.zero_grad(set_to_none=True)
-        last = (seq_len, seconds)
+        if row["status"] == "ok":
+            ok, last = seq, (seq, row["seconds"])
+        else:
+            fail = seq
+    return rows
 
 
 def run_all(args) -> list[dict]:
-    """One subprocess per feature set; a share of the remaining budget each, rows collected from stdout."""
-    names = list(TINY_FEATURES if args.tiny else FEATURES)
+    """Each feature set with its share of the remaining budget: a subprocess on a GPU, in-process with --tiny."""
+    names = args.features or list(TINY_FEATURES if args.tiny else FEATURES)
     start, rows = time.time(), []
     env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PYTHONPATH": str(REPO)}
     for i, name in enumerate(names):
-        share = (args.budget_s - (time.time() - start)) / (len(names) - i)
-        cmd = [
-            sys.executable,
-            __file__,
-            "--worker",
-            name,
-            "--lengths",
-            args.lengths,
-            "--deadline",
-            str(time.time() + share),
-        ]
-        proc = subprocess.run(
-            cmd + (["--tiny"] if args.tiny else []), env=env, capture_output=True, text=True, check=False
-        )
+        args.deadline = time.time() + (args.budget_s - (time.time() - start)) / (len(names) - i)
+        if args.tiny:
+            rows += worker(name, args)
+            continue
+        cmd = [sys.executable, __file__, "--worker", name, "--deadline", str(args.deadline)] + passthrough(args)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         found = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode and not found:
-            found = [{"features": name, "status": f"worker failed ({proc.returncode}): {proc.stderr[-500:]}"}]
+            found = [{"features": name, "status": f"worker failed ({proc.returncode}): {proc.stderr[-800:]}"}]
         rows += found
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    head = "| features | length | status | peak GiB | preflight GiB | tokens/s | MFU |\n|---|---|---|---|---|---|---|"
+def passthrough(args) -> list[str]:
+    out = ["--gpu-gb", str(args.gpu_gb), "--max-length", str(args.max_length), "--attn", args.attn]
+    out += ["--start", str(args.start)] if args.start else []
+    return out + (["--optimizer-step"] if args.optimizer_step else [])
 
-    def cell(r, k):
-        return "" if r.get(k) is None else str(r[k])
 
-    body = [
-        f"| {r['features']} | {cell(r, 'seq_len')} | {r['status']} | {cell(r, 'peak_gib')} | "
-        f"{cell(r, 'estimate_gib') or 'pending'} | {cell(r, 'tokens_per_s')} | {cell(r, 'mfu')} |"
-        for r in rows
-    ]
-    return "\n".join([head, *body])
+def summary(rows: list[dict]) -> dict:
+    """Longest length that ran, per feature set, with its peak and the plan's prediction at that length."""
+    best = {}
+    for r in rows:
+        if r.get("status") == "ok" and r["seq_len"] > best.get(r["features"], {}).get("seq_len", 0):
+            best[r["features"]] = {k: r.get(k) for k in ("seq_len", "peak_gib", "plan_gib", "tokens_per_s", "mfu")}
+    return best
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", default=None, help="comma-separated token counts, ascending")
-    parser.add_argument("--budget-s", type=float, default=420.0, help="wall-clock budget for the whole ladder")
-    parser.add_argument("--out", default=None, help="also write the rows as JSON lines here")
-    parser.add_argument("--tiny", action="store_true", help="CPU smoke run on the tiny Llama")
+    parser.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget for the whole ladder")
+    parser.add_argument("--features", nargs="+", help="feature sets to run (default: all)")
+    parser.add_argument("--start", type=int, default=0, help="first length to probe (default: the plan's maximum)")
+    parser.add_argument("--max-length", type=int, default=4_194_304)
+    parser.add_argument("--gpu-gb", type=float, default=H200_GB, help="GPU memory the plan's first guess assumes")
+    parser.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa or flash_attention_2)")
+    parser.add_argument("--optimizer-step", action="store_true", help="also run the host optimizer step")
+    parser.add_argument("--out", default="benchmarks/results/gpu_memory_ladder.json")
+    parser.add_argument("--tiny", action="store_true", help="CPU smoke run on the tiny Llama, in-process")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--deadline", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.lengths = args.lengths or ("128,256" if args.tiny else "32768,65536,131072,262144,524288,1048576")
-    lengths = [int(x) for x in args.lengths.split(",")]
+    if args.tiny:  # a CPU has no GPU memory to run out of: cap the lengths and the plan's GPU instead
+        args.max_length, args.gpu_gb = min(args.max_length, 2 * STEP), min(args.gpu_gb, 0.01)
     if args.worker:
-        worker(args.worker, lengths, args.deadline, args.tiny)
+        worker(args.worker, args)
         return 0
     rows = run_all(args)
-    if args.out:
-        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print(table(rows))
-    return 0 if rows and all(r["status"] != "ok" or r.get("peak_gib") for r in rows) else 1
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = {"command": " ".join(sys.argv), "tiny": args.tiny, "rows": rows, "longest": summary(rows)}
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    from ladder_plot import plot
+
+    plot(rows, out.with_suffix(".png"))
+    print(json.dumps(result["longest"], indent=1))
+    return 0 if rows and all(r["status"] != "ok" or r.get("peak_gib", 0) > 0 for r in rows) else 1
 
 
 if __name__ == "__main__":

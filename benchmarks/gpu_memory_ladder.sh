@@ -6,8 +6,8 @@
 #
 # Copy the repository (with benchmarks/wheels/, git-ignored) to the GPU machine, then `run`. The venv goes
 # to benchmarks/.venv-gpu; versions are the ones pinned in constraints.txt, torch as a CUDA 12.8 build.
-# Results: printed as a Markdown table and written to benchmarks/results/gpu_memory_ladder.jsonl; copy
-# the table into recipes/README.md with the command line.
+# Results: benchmarks/results/gpu_memory_ladder.json (every probe) and .png (length vs peak memory and
+# tokens/s, with the plan's curve); copy the longest lengths into recipes/README.md with the command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=benchmarks/wheels
@@ -15,7 +15,7 @@ VENV=benchmarks/.venv-gpu
 PYTHON=${PYTHON:-python3.11}
 TORCH_INDEX=${TORCH_INDEX:-https://download.pytorch.org/whl/cu128}
 pin() { grep -i "^$1==" constraints.txt | head -1; }
-PKGS=(torch==2.13.0 "$(pin transformers)" "$(pin accelerate)" "$(pin liger_kernel || pin liger-kernel)" "$(pin pyyaml)")
+PKGS=(torch==2.13.0 "$(pin transformers)" "$(pin accelerate)" "$(pin trl)" "$(pin liger_kernel || pin liger-kernel)" "$(pin pyyaml)" "$(pin matplotlib)")
 
 case "${1:-}" in
   fetch)
@@ -36,10 +36,10 @@ case "${1:-}" in
     "$VENV/bin/python" -m pip install -q --no-index --find-links "$WHEELS" "${PKGS[@]}" "$(pin deepspeed)"
     mkdir -p benchmarks/results
     export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True HF_HUB_OFFLINE=1
-    "$VENV/bin/python" benchmarks/gpu_memory_ladder.py --out benchmarks/results/gpu_memory_ladder.jsonl "$@"
+    "$VENV/bin/python" benchmarks/gpu_memory_ladder.py --out benchmarks/results/gpu_memory_ladder.json "$@"
     ;;
   *)
-    echo "usage: $0 fetch | run [--lengths 32768,65536,... --budget-s 420]" >&2
+    echo "usage: $0 fetch | run [--budget-s 600 --features ... --start N]" >&2
     exit 2
     ;;
 esac

@@ -28,8 +28,8 @@ from config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recip
 from config.topology import Topology
 from training.alst import apply_alst
 from training.credentials import move_hub_token_to_env
-from training.isolation import install_for_recipe, keep_packed_positions
-from training.metrics import ThroughputCallback
+from training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
+from training.metrics import attach_metrics
 from training.model_config import build_config, build_random_model, overrides_of
 from training.prepared_data import load_prepared
 from training.resume import enable_resume
@@ -178,8 +178,9 @@ def main(recipe, training_args, model_args):
         peft_config=get_peft_config(model_args),
     )
     keep_packed_positions(trainer)
+    require_position_ids(trainer.model, recipe, training_args)
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
-    trainer.add_callback(ThroughputCallback(trainer.model, topo.sp_size))
+    attach_metrics(trainer, recipe)  # first in line, so every report_to logger receives the metrics
     # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint
     enable_resume(trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint)
     report_mesh(trainer, training_args.max_length)

@@ -1,48 +1,55 @@
-"""The GPU memory ladder's CPU smoke mode (benchmarks/): a worker in-process, and the whole ladder (slow)."""
+"""The GPU ladder (benchmarks/gpu_memory_ladder.py): its bisection, and the whole ladder end to end with --tiny."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "benchmarks")]
+
+import gpu_memory_ladder  # noqa: E402
+from gpu_memory_ladder import STEP, next_probe  # noqa: E402
 
 
-def test_worker_climbs_the_lengths(capsys):
-    """One feature set in-process (what each worker subprocess runs): one JSON row per length."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import gpu_memory_ladder
-
-    gpu_memory_ladder.worker("offload+tiled", [128, 256], deadline=float("inf"), tiny=True)
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert [(r["seq_len"], r["status"]) for r in rows] == [(128, "ok"), (256, "ok")]
-    assert all(r["peak_gib"] > 0 and r["tokens_per_s"] > 0 and isinstance(r["estimate_gib"], float) for r in rows)
+def probes(limit: int, first: int) -> list[int]:
+    """Drive next_probe against a GPU on which every length up to `limit` fits."""
+    ok, fail, seen = 0, None, []
+    while (seq := next_probe(ok, fail, first)) is not None and len(seen) < 50:
+        seen.append(seq)
+        ok, fail = (seq, fail) if seq <= limit else (ok, seq)
+    return seen
 
 
-def test_worker_skips_a_point_that_would_overrun_the_budget(capsys):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import gpu_memory_ladder
+def test_bisection_starts_at_the_plan_and_closes_in_on_the_limit():
+    seen = probes(limit=300_000, first=256_000)
+    assert seen[:2] == [256_000, 512_000]  # the plan's guess ran: double until a failure
+    longest = max(s for s in seen if s <= 300_000)
+    shortest_fail = min(s for s in seen if s > 300_000)
+    assert shortest_fail / longest <= 1.05 and all(s % STEP == 0 for s in seen)
+    assert len(seen) <= 8  # bisection, not a linear climb
 
-    gpu_memory_ladder.worker("baseline", [128, 100_000], deadline=0.0, tiny=True)
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert rows[0]["status"].startswith("skipped") and len(rows) == 1
+
+def test_bisection_goes_down_when_the_plan_over_promises():
+    seen = probes(limit=50_000, first=400_000)
+    assert seen[0] == 400_000 and seen[1] < seen[0]
+    assert 50_000 / 1.05 <= max(s for s in seen if s <= 50_000) <= 50_000
 
 
-@pytest.mark.slow
 def test_ladder_tiny_runs_every_feature_set(tmp_path):
-    out = tmp_path / "ladder.jsonl"
+    out = tmp_path / "ladder.json"
     proc = subprocess.run(
         [sys.executable, "benchmarks/gpu_memory_ladder.py", "--tiny", "--out", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert {r["features"] for r in rows} == {"baseline", "offload", "offload+tiled"}
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert {r["features"] for r in rows} == set(gpu_memory_ladder.TINY_FEATURES)
     assert all(r["status"] == "ok" and r["peak_gib"] > 0 and r["tokens_per_s"] > 0 for r in rows)
-    assert "| offload+tiled | 256 | ok |" in proc.stdout
+    assert all(r["plan_gib"] > 0 for r in rows) and set(result["longest"]) == set(gpu_memory_ladder.TINY_FEATURES)
+    assert out.with_suffix(".png").stat().st_size > 10_000

@@ -1,25 +1,107 @@
-"""The MFU formula's parameter count matches the real architectures (training/metrics.py)."""
+"""FLOPs counted by hand, per-document causal pairs, real tokens, and metrics that reach TensorBoard.
+
+training/flops.py and training/metrics.py. The hand counts below are written out from the matrix shapes,
+not from the code's formula, so a wrong coefficient (a full S^2, query heads for K/V, the input embedding
+counted) fails them.
+"""
 
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
+from datasets import Dataset
+from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
-from training.metrics import flops_per_token_pair
+from training.flops import FlopCounts, causal_pairs, real_tokens
 
-SNAPSHOTS = sorted((Path(__file__).resolve().parent.parent / "architectures").glob("*/*"))
+REPO = Path(__file__).resolve().parent.parent
+SNAPSHOTS = sorted((REPO / "architectures").glob("*/*"))
+
+# hidden 8, 2 query heads and 1 KV head of 4, MLP width 16, one layer, vocabulary 10
+SMALL = LlamaConfig(hidden_size=8, num_attention_heads=2, num_key_value_heads=1, head_dim=4, intermediate_size=16,
+                    num_hidden_layers=1, vocab_size=10)  # fmt: skip
+
+
+def test_flops_of_an_unpacked_row_by_hand():
+    """4 tokens, one document. Weights per layer: q 8x8=64, k 8x4=32, v 32, o 64, gate/up/down 3x8x16=384: 576.
+    Forward per token: 2*576 + LM head 2*10*8=160 -> 1312. Causal pairs 1+2+3+4=10; attention per pair:
+    QK^T and AV, 2 FLOPs each, 2 query heads of 4 -> 32. Forward 4*1312 + 10*32 = 5568; model = 3x = 16704."""
+    pos = torch.arange(4)[None]
+    assert causal_pairs(pos) == 10
+    assert FlopCounts.from_config(SMALL).model(tokens=4, pairs=causal_pairs(pos)) == 16704
+
+
+def test_flops_of_a_packed_row_by_hand():
+    """Documents of 3 and 2 tokens: pairs (1+2+3) + (1+2) = 9, not the row's 5*6/2 = 15.
+    Forward 5*1312 + 9*32 = 6848; model 20544. Hardware adds the checkpoint recompute of the layers
+    (5*1152 + 9*32 = 6048), TiledMLP's MLP forward (5*2*384 = 3840) and the fused head's tile (5*160 = 800)."""
+    pos = torch.tensor([[0, 1, 2, 0, 1]])
+    counts = FlopCounts.from_config(SMALL)
+    assert causal_pairs(pos) == 9
+    assert counts.model(5, 9) == 20544
+    assert counts.hardware(5, 9, grad_ckpt=True, tiled_mlp=True) == 20544 + 6048 + 3840 + 800
+    assert counts.hardware(5, 9, grad_ckpt=False, tiled_mlp=False, fused_head=False) == 20544
+
+
+def test_pairs_of_sp_slices_add_up_to_the_row():
+    """Under SP each rank sees a slice; the slices' pairs sum to the whole row's, across a document boundary."""
+    row = torch.cat([torch.arange(n) for n in (7, 13, 4)])[None]  # 28 + 91 + 10 pairs
+    assert causal_pairs(row) == 129
+    assert sum(causal_pairs(part) for part in row.split(6, dim=1)) == 129
+    assert causal_pairs(torch.tensor([[0, 1, 2, 7, 8]])) == 6 + 3  # a jump (not a restart) starts a document
+
+
+def test_real_tokens_drop_only_trailing_padding():
+    pad = 0
+    ids = torch.tensor([[5, 6, pad, 7, pad, pad], [pad, pad, pad, pad, pad, pad], [1, 2, 3, 4, 5, 6]])
+    assert real_tokens(ids, pad) == 4 + 0 + 6  # the pad inside row 1 is an EOS-like token: real
+    assert real_tokens(ids, None) == 18
 
 
 @pytest.mark.parametrize("snapshot", SNAPSHOTS, ids=lambda p: p.name)
-def test_six_p_counts_the_parameters(snapshot):
+def test_linear_flops_count_the_parameters(snapshot):
+    """2 FLOPs per matmul weight per token: the decoder layers' and the LM head's weights, nothing else."""
     config = AutoConfig.from_pretrained(snapshot)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     params = sum(p.numel() for p in model.parameters())
     if not config.tie_word_embeddings:
         params -= model.get_input_embeddings().weight.numel()  # a lookup, no FLOPs
-    six_p, attention = flops_per_token_pair(config)
-    assert six_p / 6 == pytest.approx(params, rel=1e-3)  # norms (a few K per layer) are left out
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    assert attention == 12 * config.num_hidden_layers * config.num_attention_heads * head_dim
+    counts = FlopCounts.from_config(config)
+    assert (counts.layers + counts.head) / 2 == pytest.approx(params, rel=1e-3)  # norms (a few K per layer) left out
+
+
+def tensorboard_scalars(logdir: Path) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags = set()
+    for events in logdir.rglob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(events))
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"])
+    return tags
+
+
+def test_metrics_reach_tensorboard(tmp_path):
+    """A tiny SFTTrainer run with `report_to: tensorboard`: the event file holds the throughput metrics."""
+    pytest.importorskip("tensorboard")
+    from transformers import AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from training.metrics import attach_metrics
+
+    assets = REPO / "recipes/assets/tiny-llama"
+    tokenizer = AutoTokenizer.from_pretrained(assets)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(assets))
+    rows = [{"input_ids": list(range(3, 3 + n)), "position_ids": list(range(n))} for n in (12, 20, 9, 16)]
+    args = SFTConfig(
+        output_dir=str(tmp_path / "out"), report_to=["tensorboard"],
+        max_steps=2, logging_steps=1, per_device_train_batch_size=2, use_cpu=True, save_strategy="no",
+        dataset_kwargs={"skip_prepare_dataset": True}, remove_unused_columns=False, disable_tqdm=True,
+    )  # fmt: skip
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    attach_metrics(trainer, recipe=None)
+    trainer.train()
+    tags = {tag.removeprefix("train/") for tag in tensorboard_scalars(tmp_path / "out")}  # out/runs/...
+    assert {"tokens_per_s", "real_tokens_per_s", "model_tflops_per_gpu", "peak_mem_gib"} <= tags, tags

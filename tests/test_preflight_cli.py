@@ -94,7 +94,7 @@ def test_plan_prints_mesh_and_memory_table(capsys):
     assert "dp_replicate 1 x dp_shard 1 x sp 8" in out and "ranks [0, 1, 2, 3, 4, 5, 6, 7]" in out
     assert "tokens per rank: 16384 of max_length 131072" in out
     assert "heads: 32 query, 8 KV; valid sp sizes: 1, 2, 4, 8, 16, 32" in out
-    for row in ("model_states", "activations", "attention", "mlp", "logits", "comm_buffers", "total"):
+    for row in ("model_states", "checkpoints", "attention", "mlp", "lm_head", "packed_mask", "comm_buffers", "total"):
         assert f"  {row}" in out
     assert "largest max_length that fits this topology and GPU:" in out
 

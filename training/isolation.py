@@ -8,11 +8,18 @@ restart at 0, so the core attention has everything it needs to keep documents ap
 
 How: `isolated_sdpa_attention` replaces transformers' `sdpa` entry in `AttentionInterface` (the name
 stays `sdpa`, which the accelerate YAML's `sp_attn_implementation` must match; DeepSpeed wraps whatever
-`sdpa` names when accelerate prepares the model). Per row it splits the sequence into documents and
-runs transformers' own sdpa on them: a long document alone with `is_causal`, consecutive short ones
-together under a small block-diagonal causal mask (at most `GROUP_TOKENS` squared), runs of one-token
-documents (right padding has position 0) without any kernel, since a token that sees only itself
-outputs its own value. No S x S mask is ever built. Rows without a restart go to stock sdpa unchanged.
+`sdpa` names when accelerate prepares the model). A document starts wherever position_ids do not step by
++1 (transformers' own rule). On a GPU in bf16/fp16 the packed rows go to one varlen kernel call per layer
+(training/varlen.py). Elsewhere (the CPU fallback) each row is split into documents and transformers' own
+sdpa runs on them: a long document alone with `is_causal`, consecutive short ones together under a small
+block-diagonal causal mask (at most `GROUP_TOKENS` squared), runs of one-token documents (right padding
+has position 0) without any kernel, since a token that sees only itself outputs its own value. Rows
+without a break go to stock sdpa unchanged.
+
+No S x S mask: transformers' `create_causal_mask` would build a [B, 1, S, S] boolean mask for packed rows
+(1 GiB at 32K tokens a rank) that this function never reads. `isolated_sdpa_mask` replaces the `sdpa`
+entry of `AttentionMaskInterface` and returns no mask when the 2-D attention mask has no padding to
+express (None or all ones), which is what packed and SP batches carry.
 """
 
 from itertools import pairwise
@@ -20,6 +27,9 @@ from itertools import pairwise
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from training.varlen import varlen_attention, varlen_kernel
 
 # Only tiny documents are grouped into one sdpa call, while the group spans at most this many tokens. A masked call
 # runs sdpa's math path over the whole L x L block, an unmasked causal call the fused kernel: measured on CPU
@@ -35,9 +45,9 @@ class IsolationError(ValueError):
 
 
 def document_spans(position_ids: torch.Tensor) -> list[tuple[int, int]]:
-    """[start, end) of each document in one row: a document starts at 0 and wherever position_ids restart at 0."""
+    """[start, end) of each document in one row: a document starts at 0 and wherever position_ids do not step by 1."""
     length = position_ids.shape[-1]
-    starts = (position_ids[1:] == 0).nonzero().flatten().add(1).tolist()
+    starts = (position_ids[1:] - position_ids[:-1] != 1).nonzero().flatten().add(1).tolist()
     bounds = [0, *starts, length]
     return list(pairwise(bounds))
 
@@ -97,12 +107,16 @@ def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0
         and position_ids is not None
         and query.shape[2] > 1
         and position_ids.shape[-1] == query.shape[2]
-        and bool((position_ids[..., 1:] == 0).any())
+        and bool((position_ids[..., 1:] - position_ids[..., :-1] != 1).any())
     )
     if not packed:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
+    kernel = varlen_kernel(query, dropout)
+    if kernel is not None:
+        out = varlen_attention(kernel, query, key, value, position_ids, scaling, kwargs.get("sliding_window"))
+        return out, None
     if kwargs.get("sliding_window") is not None:
         raise IsolationError(
             "document isolation does not implement sliding-window attention; use flash_attention_2 for this model"
@@ -116,6 +130,19 @@ def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0
         for q, k, v, pos in zip(query.split(1), key.split(1), value.split(1), position_ids.unbind(0), strict=True)
     ]
     return torch.cat(rows, dim=0), None
+
+
+def isolated_sdpa_mask(*args, attention_mask=None, **kwargs):
+    """transformers' sdpa mask, except no mask at all when there is no padding to express.
+
+    Without padding, the isolated sdpa needs nothing but position_ids: rows without a break run causal,
+    packed rows are split at their breaks. Sliding-window layers (`local_size`) and custom mask functions
+    (`use_vmap`) keep the stock mask; switched off (the probe's negative control) it is stock too.
+    """
+    plain = kwargs.get("local_size") is None and not kwargs.get("use_vmap")
+    if _state["enabled"] and plain and (attention_mask is None or bool(attention_mask.all())):
+        return None
+    return sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
 
 
 def sliding_window_layers(config) -> bool:
@@ -142,6 +169,7 @@ def install_document_isolation(attn_implementation: str, config=None, enabled: b
             "sliding windows; use flash_attention_2, or set `allow_cross_document_attention: true` for unpacked data"
         )
     AttentionInterface.register("sdpa", isolated_sdpa_attention)  # registered in training/patches.py
+    AttentionMaskInterface.register("sdpa", isolated_sdpa_mask)  # registered in training/patches.py
     _state["enabled"] = True
     return "[isolation] sdpa: packed documents attend only within themselves (split at position_ids == 0)"
 
@@ -169,6 +197,27 @@ def install_for_recipe(recipe, model_args, model) -> str:
         )
     except IsolationError as exc:
         raise RecipeError(recipe.config_source, [f"{recipe.config_source}: {exc}"]) from None
+
+
+def require_position_ids(model, recipe, sft) -> None:
+    """A packed batch without position_ids is an error, not a silent cross-document run.
+
+    Without them the model makes up 0..S-1 for the whole row and nothing can find the documents' starts.
+    """
+    from config.rules.isolation import is_packed
+
+    if getattr(recipe, "allow_cross_document_attention", False) or not is_packed(recipe, sft):
+        return
+
+    def hook(module, args, kwargs):
+        if module.training and kwargs.get("position_ids") is None:
+            raise IsolationError(
+                f"{recipe.config_source}: a packed batch reached the model without `position_ids`, so document "
+                "boundaries are unknown; use the prepared-data collator (prepare_data) or TRL's packing collator, "
+                "which emit them"
+            )
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 def keep_packed_positions(trainer) -> None:

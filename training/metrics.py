@@ -1,18 +1,24 @@
-"""Throughput, MFU and peak memory per logging step, as a Trainer callback.
+"""Throughput, MFU, HFU and peak memory per logging step, delivered to every `report_to` logger.
 
-Tokens are counted where the model sees them: a forward pre-hook adds each forward's `input_ids` size
-on every rank (under SP a rank holds S / sp tokens of a sequence, so the sum over ranks counts every token
-once; padding is included). At each log the counts are summed over ranks.
+Counting: a forward pre-hook on the model adds, for each training forward on each rank, the tokens it
+holds, the real ones (not right padding) and the causal attention pairs of its documents (training/flops.py;
+under SP a rank holds S / sp tokens of a row and the sums over ranks count every token once). At each log
+the counts are summed over ranks and turned into:
 
-MFU counts the attention term that dominates at long context (PaLM, appendix B, per rank and forward of
-s = S / sp tokens of a sequence of S, P parameters, L layers, H heads of size d):
+- `tokens_per_s`, `real_tokens_per_s` and their `_per_gpu` forms (over all tokens / over real tokens);
+- `model_tflops_per_gpu` and, where the device's dense bf16 peak is known, `mfu` (model FLOPs: causal
+  attention per document, no recompute) and `hfu` (hardware FLOPs: with the recompute of gradient
+  checkpointing, TiledMLP and TRL's fused LM head);
+- `peak_mem_gib`: the largest over ranks of the accelerator's `max_memory_allocated` since the last log
+  (peak RSS of the process on CPU).
 
-    F = 6 * P * s + 12 * L * H * d * S * s        (= 6*P*S + 12*L*H*d*S^2 summed over an SP group)
+With LoRA the frozen weights get no weight gradients, so the 3x forward of the model FLOPs overstates the
+backward (about 2x the forward is closer); the figure is then an upper bound.
 
-forward plus backward, without the recompute of gradient checkpointing (that would be HFU), and with the
-full S^2 (causal kernels skip about half of it, so this is the usual upper bound). With LoRA the frozen
-weights get no gradients, so 6*P overstates the work (4*P is closer). Peak memory is the largest over
-ranks of the accelerator's `max_memory_allocated` since the last log (peak RSS of the process on CPU).
+Delivery: `Trainer.log` appends the logs to `state.log_history` and then calls every callback's `on_log`
+with the same `logs` dict, in the order the callbacks were added; the reporting callbacks (TensorBoard,
+W&B, ...) are added first. `attach_metrics` therefore puts this callback at the front, and it writes into
+`logs` itself, so every logger after it receives the metrics.
 """
 
 import resource
@@ -22,24 +28,10 @@ import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-# Dense bf16 peak per device, for MFU; a device not listed gets no MFU (tokens/s and memory still log).
+from training.flops import FlopCounts, causal_pairs, real_tokens
+
+# Dense bf16 peak per device, for MFU/HFU; a device not listed gets neither (everything else still logs).
 PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "B200": 2250e12, "L40S": 362e12}
-
-
-def flops_per_token_pair(config) -> tuple[float, float]:
-    """(6 * P, 12 * L * H * d): the linear and the attention coefficient of F above.
-
-    P counts the weights that multiply every token: the layers and the LM head, not the input embedding
-    (a lookup), so tied and untied embeddings cost the same.
-    """
-    hidden, layers = config.hidden_size, config.num_hidden_layers
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or hidden // heads
-    kv = getattr(config, "num_key_value_heads", heads)
-    inter, vocab = config.intermediate_size, config.vocab_size
-    per_layer = hidden * head_dim * (2 * heads + 2 * kv) + 3 * hidden * inter
-    params = layers * per_layer + vocab * hidden
-    return 6.0 * params, 12.0 * layers * heads * head_dim
 
 
 def device_peak_flops() -> float | None:
@@ -59,13 +51,14 @@ def peak_memory_gib() -> float:
 
 
 class ThroughputCallback(TrainerCallback):
-    """Adds tokens_per_s, tokens_per_s_per_gpu, mfu and peak_mem_gib to each logged step."""
+    """Adds the throughput, FLOPs and memory metrics (module docstring) to each logged training step."""
 
-    def __init__(self, model, sp_size: int):
-        self.sp = sp_size
-        self.linear, self.attention = flops_per_token_pair(model.config)
+    def __init__(self, model, *, grad_ckpt: bool, tiled_mlp: bool, pad_token_id: int | None):
+        self.flops = FlopCounts.from_config(model.config)
+        self.recompute = {"grad_ckpt": grad_ckpt, "tiled_mlp": tiled_mlp}
+        self.pad_token_id = pad_token_id
         self.peak_flops = device_peak_flops()
-        self.tokens = self.flops = 0.0
+        self.counts = [0.0, 0.0, 0.0]  # tokens, real tokens, causal pairs
         self.start = None
         model.register_forward_pre_hook(self._count, with_kwargs=True)
 
@@ -73,19 +66,31 @@ class ThroughputCallback(TrainerCallback):
         ids = kwargs.get("input_ids", args[0] if args else None)
         if ids is None or not module.training:
             return
-        shard = ids.shape[-1]
-        self.tokens += ids.numel()
-        self.flops += ids.shape[0] * (self.linear * shard + self.attention * shard * shard * self.sp)
+        pos = kwargs.get("position_ids")
+        pos = torch.arange(ids.shape[-1], device=ids.device).expand_as(ids) if pos is None else pos
+        self.counts[0] += ids.numel()
+        self.counts[1] += real_tokens(ids, self.pad_token_id)
+        self.counts[2] += causal_pairs(pos.expand_as(ids))
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.start is None:
             self.start = time.perf_counter()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.start is None or not state.log_history or "loss" not in state.log_history[-1]:
+        if self.start is None or logs is None or "loss" not in logs:
             return
-        elapsed = time.perf_counter() - self.start
-        totals = torch.tensor([self.tokens, self.flops], dtype=torch.float64)
+        row = self._row(time.perf_counter() - self.start)
+        logs.update(row)  # the dict every later callback (the loggers) receives
+        if state.log_history:
+            state.log_history[-1].update(row)
+        if state.is_world_process_zero:
+            shown = ", ".join(f"{k}={v:.4g}" for k, v in row.items())
+            print(f"[metrics] step {state.global_step}: {shown}", flush=True)
+        self.counts = [0.0, 0.0, 0.0]
+        self.start = time.perf_counter()
+
+    def _row(self, elapsed: float) -> dict:
+        totals = torch.tensor(self.counts, dtype=torch.float64)
         peak = torch.tensor([peak_memory_gib()], dtype=torch.float64)
         world = 1
         if dist.is_available() and dist.is_initialized():
@@ -94,17 +99,32 @@ class ThroughputCallback(TrainerCallback):
             dist.all_reduce(totals)
             dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # the rank closest to running out
             world = dist.get_world_size()
-        tokens, flops = totals.tolist()
+        tokens, real, pairs = totals.tolist()
+        model_flops = self.flops.model(tokens, pairs) / elapsed / world
         row = {
             "tokens_per_s": tokens / elapsed,
             "tokens_per_s_per_gpu": tokens / elapsed / world,
+            "real_tokens_per_s": real / elapsed,
+            "real_tokens_per_s_per_gpu": real / elapsed / world,
+            "model_tflops_per_gpu": model_flops / 1e12,
             "peak_mem_gib": peak.item(),
         }
         if self.peak_flops:
-            row["mfu"] = flops / elapsed / world / self.peak_flops
-        state.log_history[-1].update(row)
-        if state.is_world_process_zero:
-            shown = ", ".join(f"{k}={v:.4g}" for k, v in row.items())
-            print(f"[metrics] step {state.global_step}: {shown}", flush=True)
-        self.tokens = self.flops = 0.0
-        self.start = time.perf_counter()
+            row["mfu"] = model_flops / self.peak_flops
+            row["hfu"] = self.flops.hardware(tokens, pairs, **self.recompute) / elapsed / world / self.peak_flops
+        return row
+
+
+def attach_metrics(trainer, recipe) -> ThroughputCallback:
+    """Create the callback for this trainer and put it first, before the reporting callbacks."""
+    args = trainer.args
+    tokenizer = getattr(trainer, "processing_class", None)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    callback = ThroughputCallback(
+        trainer.model,
+        grad_ckpt=bool(args.gradient_checkpointing),
+        tiled_mlp=bool(getattr(recipe, "tiled_mlp", False)),
+        pad_token_id=pad,
+    )
+    trainer.callback_handler.callbacks.insert(0, callback)
+    return callback

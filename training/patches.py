@@ -136,6 +136,14 @@ PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
+    Patch(
+        target="transformers.masking_utils.sdpa_mask",
+        installed_by="training.isolation:install_document_isolation",
+        why="`sdpa` in AttentionMaskInterface returns no mask without padding: the isolated sdpa never reads the "
+        "[B, 1, S, S] packed mask transformers would build (S^2 bytes a rank); other cases call this function",
+        written_against="transformers==5.23.0",
+        source_sha256="a30991b130d8ebbf3e9bf9a267fe1297001c35f3f81cb53ca55cdcf169b6df70",
+    ),
 )
 
 

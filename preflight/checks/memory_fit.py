@@ -1,6 +1,17 @@
-"""Memory: the per-rank plan against the GPU's memory: fits, tight (a warning) or does not fit (an error)."""
+"""Memory: the per-rank plan against the GPU's memory: fits, tight or over (warnings), or does not fit (an error).
+
+The plan (memory_plan/) is calibrated against published runs, with the tolerance its calibration states. A
+plan above the GPU is an error only beyond `refuse_factor()` times the GPU: the largest plan/GPU ratio of
+any published configuration at its published length, so preflight never refuses what was published to
+run. Between the GPU and that factor it is a warning.
+
+What the switches buy on the pinned stack: TRL 1.16 always runs its own fused LM head (full logits never
+exist, with or without `use_liger_kernel`, whose fused cross-entropy TRL forces off); `use_liger_kernel`
+still swaps in Liger's RMSNorm/SwiGLU/RoPE kernels, which keep fewer activation copies.
+"""
 
 from config.problems import Problem, error, warning
+from memory_plan.calibration import refuse_factor
 from memory_plan.memory import estimate, max_seq_len
 from preflight.options import gpu_gib, plan_options
 
@@ -20,21 +31,24 @@ def check(launch) -> list[Problem]:
     if plan.total_gib <= gib:
         return [warning(launch.source, "max_length", f"is tight: {detail}", "expect OOM spikes; see `make plan`")]
     fit = max_seq_len(launch.facts.config, gib, sp=sp, **options)
+    if plan.total_gib <= refuse_factor() * gib:
+        over = f"may not fit: {detail}; published runs have fit at up to {refuse_factor():.2f}x this plan"
+        return [warning(launch.source, "max_length", over, fix_text(launch, fit))]
     return [
         error(launch.source, "max_length", f"{launch.sft.max_length} does not fit: {detail}", fix_text(launch, fit))
     ]
 
 
 def fix_text(launch, fit: int) -> str:
-    """The largest length that fits now, and the switches that would buy more."""
+    """The largest length the plan fits now, and the switches that would buy more."""
     off = []
-    if not launch.sft.use_liger_kernel:
-        off.append("use_liger_kernel: true")
     if not launch.sft.gradient_checkpointing:
         off.append("gradient_checkpointing: true")
     if not getattr(launch.recipe, "activation_checkpoint_offload", False):
         off.append("activation_checkpoint_offload: true")
     if not getattr(launch.recipe, "tiled_mlp", False):
         off.append("tiled_mlp: true")
+    if not launch.sft.use_liger_kernel:
+        off.append("use_liger_kernel: true (Liger's layer kernels; TRL's fused head already avoids full logits)")
     more = f", or enable {', '.join(off)}" if off else ", or raise sp (more GPUs per sequence)"
-    return f"lower max_length to {fit} (the largest that fits){more}; `make plan` shows the breakdown"
+    return f"lower max_length to {fit} (the largest the plan fits){more}; `make plan` shows the breakdown"

@@ -1,0 +1,95 @@
+"""Model and hardware FLOPs of one training step, counted from the tokens and documents a rank really sees.
+
+Model FLOPs (for MFU) are the work of one forward and one backward at 2 FLOPs a multiply-add, backward
+twice the forward (Kaplan et al. 2020; Narayanan et al. 2021, "Efficient large-scale language model
+training on GPU clusters", eq. 3, before its recompute factor):
+
+    forward = tokens * (2 * P_layers + 2 * V * h)  +  4 * L * H * d * pairs
+    model   = 3 * forward
+
+P_layers counts the matmul weights of the decoder layers with their real K/V width (GQA: k and v
+projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs).
+`pairs` is the number of (query, key) pairs causal attention scores, summed per document: a query at
+index i of its document sees i + 1 keys, so a document of n tokens has n (n + 1) / 2 pairs and a packed
+row costs the sum over its documents, not the square of the row. QK^T and AV run over every query head
+(H, not the KV head count), 2 FLOPs each per pair and head dimension.
+
+Hardware FLOPs (for HFU) add what is computed twice: gradient checkpointing re-runs every decoder layer's
+forward in backward; TiledMLP recomputes each MLP tile's forward in its backward (on top of the
+checkpoint's recompute); TRL's fused LM head recomputes each logits tile in backward (it never stores
+the logits). Chowdhery et al. 2022 (PaLM, appendix B) define MFU without, HFU with recompute.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class FlopCounts:
+    """Forward FLOPs per token (linear parts) and per causal pair (attention), all layers together."""
+
+    layers: float  # 2 * matmul weights of all decoder layers
+    head: float  # 2 * V * h
+    mlp: float  # 2 * 3 * h * I * L: the part TiledMLP recomputes
+    attention: float  # 4 * L * H * d per causal (query, key) pair
+
+    @classmethod
+    def from_config(cls, config) -> "FlopCounts":
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or hidden // heads
+        kv = getattr(config, "num_key_value_heads", None) or heads
+        mlp = 3 * hidden * config.intermediate_size
+        per_layer = hidden * head_dim * (2 * heads + 2 * kv) + mlp
+        return cls(
+            2.0 * layers * per_layer,
+            2.0 * config.vocab_size * hidden,
+            2.0 * layers * mlp,
+            4.0 * layers * heads * head_dim,
+        )
+
+    def model(self, tokens: float, pairs: float) -> float:
+        """Forward plus backward, no recompute: the numerator of MFU."""
+        return 3 * (tokens * (self.layers + self.head) + self.attention * pairs)
+
+    def hardware(
+        self, tokens: float, pairs: float, grad_ckpt: bool, tiled_mlp: bool, fused_head: bool = True
+    ) -> float:
+        """`model` plus the recomputed forwards: the numerator of HFU."""
+        extra = (tokens * self.layers + self.attention * pairs) if grad_ckpt else 0.0
+        extra += tokens * self.mlp if tiled_mlp else 0.0
+        extra += tokens * self.head if fused_head else 0.0
+        return self.model(tokens, pairs) + extra
+
+
+def causal_pairs(position_ids: torch.Tensor) -> int:
+    """Causal (query, key) pairs of the queries in these [B, S] positions, document by document.
+
+    A document starts at each break (a step other than +1, transformers' rule). A query's index in its
+    document is its distance from that start; for the first segment of a row the start is not in view
+    (under SP a rank holds a slice of the row), so its index is its position id, which is exact when
+    documents start at position 0, as data_prep and TRL's packing write them. Summed over the ranks of
+    an SP group, the slices give the row's total.
+    """
+    pos = position_ids.reshape(-1, position_ids.shape[-1]).long()
+    starts = torch.zeros_like(pos, dtype=torch.bool)
+    starts[:, 1:] = pos[:, 1:] - pos[:, :-1] != 1
+    index = torch.arange(pos.shape[1], device=pos.device).expand_as(pos)
+    start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values
+    within = torch.where(start_index == 0, pos, index - start_index)  # first segment: its position id
+    return int((within + 1).sum())
+
+
+def real_tokens(input_ids: torch.Tensor, pad_token_id: int | None) -> int:
+    """Tokens that are not right padding: each row's trailing run of the pad token is padding.
+
+    Trailing rather than every pad token, because models whose pad token is their EOS token end every
+    document with it. Under SP a rank's slice that ends on an EOS equal to the pad token undercounts by one.
+    """
+    ids = input_ids.reshape(-1, input_ids.shape[-1])
+    if pad_token_id is None:
+        return ids.numel()
+    not_pad = (ids != pad_token_id).int()
+    last = torch.where(not_pad.any(dim=1), ids.shape[1] - not_pad.flip(1).argmax(dim=1), 0)
+    return int(last.sum())
