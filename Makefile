@@ -14,13 +14,17 @@ PROBE_FLAGS ?=
 LADDER_FLAGS ?=
 PYTEST_ARGS ?=
 PREFLIGHT_FLAGS ?=
+# EVAL_FLAGS: the retrieval eval's own flags (--lengths, --depths, --samples, --tasks, --compare BASE_DIR)
+EVAL_FLAGS ?=
+CHECKPOINT ?=
 
-.PHONY: help install install-gpu sft validate plan data probe gpu-ladder test test-all lint format lock
+.PHONY: help install install-gpu sft validate plan data probe gpu-ladder test test-all lint format lock eval
 
 help:
 	@echo "RECIPE names a file under recipes/ without .yaml (default tiny-llama/sft-2k-cpu-sp2); ARGS are recipe overrides"
 	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]            train a recipe with its accelerate config"
 	@echo "make test                                               CPU test tier (what CI runs)"
+	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [EVAL_FLAGS=..]     long-context retrieval eval on the recipe's mesh"
 	@echo "make lint | format                                      ruff check + format check | apply ruff"
 	@echo "make install | install-gpu                              .venv with pinned deps (| plus flash-attn)"
 	@echo "make data [RECIPE=..] [PREP_FLAGS=--force]              prepare (tokenize, pack, pad) the recipe's dataset"
@@ -48,6 +52,11 @@ install-gpu: $(STAMP)
 # (a cache hit when nothing changed), then the accelerate launch of the recipe's own YAML.
 sft: $(STAMP)
 	$(PY) -m launcher $(RECIPE) -- $(ARGS)
+
+# Preflight first, as for sft; then the retrieval grid on the recipe's mesh (table, results.json, heatmap.png).
+eval: $(STAMP)
+	$(PY) -m preflight $(RECIPE) --this-machine $(PREFLIGHT_FLAGS) -- $(ARGS)
+	$(PY) -m evaluation $(RECIPE) $(if $(CHECKPOINT),--checkpoint $(CHECKPOINT)) $(EVAL_FLAGS) -- $(ARGS)
 
 # PREP_FLAGS: data_prep's own flags (--force, --num-proc N)
 data: $(STAMP)

@@ -1,24 +1,17 @@
-"""Packing benchmark: this repository's packer vs TRL's, and memory as the corpus grows.
+"""Packing benchmark: this repository's packer vs TRL's, after tokenization (end to end and memory at
+corpus scale: benchmarks/data_prep_e2e.py).
 
     .venv/bin/python benchmarks/packing.py speed   # throughput + efficiency vs trl.pack_dataset(strategy="bfd")
-    .venv/bin/python benchmarks/packing.py scale   # peak RSS of the pipeline at N and 4N tokens
 
 speed: the same tokenized dataset (an `input_ids` column, every document <= max_length so neither side
 truncates) is packed by `trl.data_utils.pack_dataset(dataset, max_length, strategy="bfd")`, as SFTTrainer
 calls it with `packing=True`, and by data_prep's packer (exact BFD + rows with labels and position_ids).
 Both outputs are in-memory Arrow. Efficiency is real tokens / (sequences x max_length): the share of a
 fixed-length batch that is not padding.
-
-scale: the pipeline after tokenization (long-document policy, shard buffer, BFD, row assembly, Arrow
-shards, `save_to_disk`) over a stream of synthetic token documents, in a fresh process per size; peak RSS
-is that process's ru_maxrss. Tokenization itself is batch-by-batch (512 documents) and adds a constant.
 """
 
 import argparse
-import resource
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -97,59 +90,14 @@ def speed(n_tokens: int, max_length: int, sp: int) -> None:
         )
 
 
-def scale_child(n_tokens: int, max_length: int) -> None:
-    """One pipeline run over synthetic token documents; prints peak RSS (MB)."""
-    from datasets.utils.logging import disable_progress_bar
-
-    from data_prep.config import PrepConfig
-    from data_prep.pipeline import Preparer, ShardBuffer
-    from data_prep.writer import AtomicWriter
-
-    disable_progress_bar()
-    cfg = PrepConfig(tokenizer="-", max_length=max_length, sp_size=8, inputs=("-",))
-    rng = np.random.default_rng(0)
-    with tempfile.TemporaryDirectory() as tmp:
-        prep, buf, writer, shard = Preparer(cfg), ShardBuffer(), AtomicWriter(Path(tmp) / "out"), 0
-        prep.pad_id, done = 0, 0
-        while done < n_tokens:
-            n = int(np.clip(rng.lognormal(7.5, 1.2), 16, 4 * max_length))
-            prep.document("synthetic", rng.integers(3, 32000, n).astype(np.int32), np.ones(n, bool), "split", buf)
-            done += n
-            if buf.tokens >= cfg.shard_tokens:
-                prep.flush(buf, writer, shard)
-                shard += 1
-        prep.flush(buf, writer, shard)
-        writer.save_dataset("bench")
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    c = prep.counts
-    print(f"{c.tokens_in} {rss_mb:.0f} {c.sequences} {c.packing_efficiency:.4f}")
-
-
-def scale(n_tokens: int, max_length: int) -> None:
-    print(f"max_length={max_length} sp=8, shard_tokens=8M; fresh process per size")
-    for n in (n_tokens, 4 * n_tokens):
-        out = subprocess.run(
-            [sys.executable, __file__, "scale-child", "--tokens", str(n), "--max-length", str(max_length)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        print(f"tokens={int(out[0]):>12,}  peak RSS {out[1]:>5} MB  sequences={int(out[2]):,}  efficiency={out[3]}")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["speed", "scale", "scale-child"])
+    p.add_argument("what", choices=["speed"])
     p.add_argument("--tokens", type=int, default=None)
     p.add_argument("--max-length", type=int, default=8192)
     p.add_argument("--sp", type=int, default=8)
     args = p.parse_args()
-    if args.what == "speed":
-        speed(args.tokens or 20_000_000, args.max_length, args.sp)
-    elif args.what == "scale":
-        scale(args.tokens or 25_000_000, args.max_length)
-    else:
-        scale_child(args.tokens, args.max_length)
+    speed(args.tokens or 20_000_000, args.max_length, args.sp)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def _resolve(name: str) -> str:
     return str(REPO_ROOT / name) if not Path(name).exists() and (REPO_ROOT / name).exists() else name
 
 
-def prep_settings(recipe, sft, model, topo) -> dict:
+def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
     """Everything the recipe says about its prepared data, as `data_prep.config.PrepConfig` fields.
 
     The one derivation of a recipe's data settings: data_prep builds its config from it, and training ranks
@@ -38,7 +38,11 @@ def prep_settings(recipe, sft, model, topo) -> dict:
     local = Path(name) if Path(name).exists() else REPO_ROOT / name
     fixed = (not topo.sp_seq_length_is_variable) or (sft.pad_to_multiple_of == sft.max_length)
     out_dir = Path(recipe.prepared_data_dir)
+    # `eval_holdout` (data_prep/eval_split.py): the train and the held-out side are two settings, two manifests;
+    # without it the settings (and so every existing manifest) are what they were before the eval split
+    split = {"holdout": recipe.eval_holdout, "role": role} if recipe.eval_holdout else {}
     return {
+        **split,
         "tokenizer": _resolve(model.model_name_or_path),
         "max_length": sft.max_length,
         "sp_size": topo.sp_size,

@@ -106,6 +106,21 @@ class RecipeArguments(_script_arguments_base()):
     prepared_data_dir: str = field(
         default="data/prepared", metadata={"help": "Parent folder of prepared datasets (cache, by content key)."}
     )
+    eval_holdout: float = field(
+        default=0.0,
+        metadata={
+            "help": "Whole documents held out of training for evaluation, prepared like the training data: a "
+            "fraction (0.05) or a count (200); chosen by a seeded hash of each row (data_prep/eval_split.py)."
+        },
+    )
+    retrieval_eval_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Every this many steps, score a slice of the retrieval eval (passkey and multi-key at max_length, "
+            "evaluation/callback.py) and log its accuracy like the eval loss; 0: off."
+        },
+    )
+    retrieval_eval_samples: int = field(default=2, metadata={"help": "Examples per cell of that slice (6 cells)."})
     allow_cross_document_attention: bool = field(
         default=False,
         metadata={

@@ -4,13 +4,15 @@ Usage:
     python -m data_prep --recipe recipes/tiny-llama/sft-2k-cpu-sp2.yaml [--force] [-- RECIPE_OVERRIDES...]
     python -m data_prep --input data/*.jsonl --tokenizer recipes/assets/tiny-llama --max-length 4096 \
         --sp-size 4 [--format text|messages|prompt_completion] [--policy split|truncate|drop] \
-        [--mode packed|unpacked] [--alignment 64] [--fixed-length] [--output data/prepared] [--force]
+        [--mode packed|unpacked] [--alignment 64] [--fixed-length] [--output data/prepared] [--force] [--quiet]
 
 With `--recipe`, everything comes from the recipe and its accelerate YAML (sp_size is never typed twice);
 the recipe's `prepare_data` key says packed or unpacked. Errors are one line on stderr and exit 2.
+Progress goes to stderr: a live bar on a terminal, one line every --progress-every seconds otherwise.
 """
 
 import argparse
+import os
 import sys
 import warnings
 
@@ -38,13 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fixed-length", action="store_true", help="pad every sequence to exactly max_length")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--output", help="parent folder of prepared datasets (default data/prepared)")
-    p.add_argument("--num-proc", type=int, default=1, help="tokenizer worker processes")
-    p.add_argument("--shard-tokens", type=int, default=8_000_000, help="tokens packed at once (bounds memory)")
+    p.add_argument("--num-proc", type=int, default=len(os.sched_getaffinity(0)), help="tokenizer threads")
+    p.add_argument("--shard-tokens", type=int, default=8_000_000, help="token slots per Arrow file (bounds memory)")
+    p.add_argument("--quiet", action="store_true", help="no progress output (the summary is still printed)")
+    p.add_argument("--progress-every", type=float, default=30.0, help="seconds between progress lines off a terminal")
     p.add_argument("--force", action="store_true", help="rebuild even when the cache has this dataset")
     return p
 
 
-def prepare_recipe(args, overrides: list[str]) -> bool:
+def prepare_recipe(args, overrides: list[str], progress) -> bool:
     """Prepare the recipe's data (data_prep/recipe_data.py); False when its `prepare_data` is off."""
     from config.paths import resolve_recipe
     from config.recipe import RecipeError, parse_recipe, recipe_topology
@@ -62,7 +66,8 @@ def prepare_recipe(args, overrides: list[str]) -> bool:
     extra = {"num_proc": args.num_proc, "shard_tokens": args.shard_tokens}
     if args.output:
         extra["output_dir"] = args.output
-    prepare_for_recipe(recipe, sft, model, recipe_topology(recipe), args.recipe, force=args.force, **extra)
+    topo = recipe_topology(recipe)
+    prepare_for_recipe(recipe, sft, model, topo, args.recipe, force=args.force, progress=progress, **extra)
     return True
 
 
@@ -96,14 +101,17 @@ def main(argv: list[str]) -> int:
     own, overrides = split_argv(argv)
     args = build_parser().parse_args(own)
     try:
+        from data_prep.progress import Progress
+
+        progress = Progress(quiet=args.quiet, interval=args.progress_every)
         if args.recipe:
-            if not prepare_recipe(args, overrides) and not args.skip_if_off:
+            if not prepare_recipe(args, overrides, progress) and not args.skip_if_off:
                 raise PrepError(f"{args.recipe}: `prepare_data` is off; set `prepare_data: packed` (or `unpacked`)")
         else:
             from data_prep.config import check
             from data_prep.pipeline import prepare
 
-            prepare(check(config_from_flags(args)), force=args.force)
+            prepare(check(config_from_flags(args)), force=args.force, progress=progress)
     except PrepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -33,8 +33,9 @@ def build_rows(seg: Segments, bins: list[list[int]], layout: Layout, pad_id: int
     One pass of slice copies per segment into preallocated padded buffers: numpy does the bytes, Python
     only the bookkeeping (faster than fancy-index gathers, which need several int64 arrays per token).
     """
-    lengths = seg.lengths.tolist()
-    starts = seg.starts.tolist()
+    flat = [i for b in bins for i in b]  # only these segments are looked up: bins may be a chunk of a corpus
+    lengths = dict(zip(flat, seg.lengths[flat].tolist(), strict=True))
+    starts = dict(zip(flat, seg.starts[flat].tolist(), strict=True))
     real = np.fromiter((sum(lengths[i] for i in b) for b in bins), dtype=np.int64, count=len(bins))
     row_len = layout.padded(real)
     total = int(row_len.sum())
@@ -55,7 +56,7 @@ def build_rows(seg: Segments, bins: list[list[int]], layout: Layout, pad_id: int
         at = row_end
     labels = np.where(train, ids, np.int32(IGNORE))
 
-    # int32 offsets: a shard holds far fewer than 2**31 token slots (see PrepConfig.shard_tokens)
+    # int32 offsets: a chunk of rows holds far fewer than 2**31 token slots (see PrepConfig.shard_tokens)
     offsets = pa.array(np.concatenate([[0], np.cumsum(row_len)]).astype(np.int32))
 
     def column(values):

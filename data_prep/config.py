@@ -16,7 +16,7 @@ from data_prep.errors import PrepError
 from data_prep.formats import FORMATS
 from data_prep.layout import Layout
 
-FORMAT_VERSION = 1  # bump when the output of the same inputs changes
+FORMAT_VERSION = 2  # bump when the output of the same inputs changes (2: one BFD over the whole corpus)
 POLICIES = ("split", "truncate", "drop")
 
 
@@ -37,8 +37,10 @@ class PrepConfig:
     fixed_length: bool = False
     seed: int = 42
     output_dir: str = "data/prepared"
-    shard_tokens: int = 8_000_000  # tokens packed together; bounds memory, whatever the corpus size
+    shard_tokens: int = 8_000_000  # token slots per written Arrow file; bounds memory, whatever the corpus size
     num_proc: int = 1
+    holdout: float = 0.0  # eval documents held out: a fraction (< 1) or a count (data_prep/eval_split.py)
+    role: str = "train"  # train | eval: which side of the holdout this config prepares
 
     @property
     def layout(self) -> Layout:
@@ -59,6 +61,9 @@ class PrepConfig:
                 out.append(f"{name} must be a positive integer, got {getattr(self, name)}")
         if self.shard_tokens > 2**30:
             out.append(f"shard_tokens {self.shard_tokens} is over 2**30: a shard's rows use int32 offsets")
+        from data_prep.eval_split import holdout_problems
+
+        out += holdout_problems(self.holdout, self.role)
         return out or self.layout.problems()
 
     def resolved_policy(self, fmt: str) -> str:
@@ -68,6 +73,8 @@ class PrepConfig:
     def cache_key(self) -> str:
         # paths enter through their fingerprints, so a relative and an absolute spelling share one key
         ignored = ("output_dir", "num_proc", "inputs", "tokenizer")
+        if not self.holdout:  # no eval split: the key of every dataset prepared before the split existed
+            ignored += ("holdout", "role")
         keyed = {k: v for k, v in asdict(self).items() if k not in ignored}
         keyed.update(source=source_fingerprint(self), tokenizer=tokenizer_fingerprint(self.tokenizer))
         keyed["version"] = FORMAT_VERSION
@@ -77,7 +84,8 @@ class PrepConfig:
         """`<output_dir>/<source name>-<key>`: readable, and distinct for every distinct input."""
         name = Path(self.inputs[0]).name if self.inputs else self.hub
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name or "data").strip("_.") or "data"
-        return Path(self.output_dir) / f"{slug}-{(key or self.cache_key())[:16]}"
+        role = "-eval" if self.role == "eval" else ""
+        return Path(self.output_dir) / f"{slug}{role}-{(key or self.cache_key())[:16]}"
 
 
 def source_fingerprint(cfg: PrepConfig) -> list:
@@ -95,12 +103,12 @@ def source_fingerprint(cfg: PrepConfig) -> list:
     return local_fingerprint(resolve_files(list(cfg.inputs), cfg.split))
 
 
-def from_recipe(recipe, sft, model, topo, **overrides) -> PrepConfig:
+def from_recipe(recipe, sft, model, topo, role: str = "train", **overrides) -> PrepConfig:
     """The PrepConfig a parsed recipe asks for (config.prepared.prep_settings: sp from its accelerate YAML)."""
     if not sft.max_length:
         raise PrepError(f"{recipe.config_source}: `max_length` must be set to prepare data")
-    settings = prep_settings(recipe, sft, model, topo)
-    return PrepConfig(**{**settings, "inputs": tuple(settings["inputs"])}, **overrides)
+    settings = prep_settings(recipe, sft, model, topo, role)
+    return PrepConfig(**{**settings, "inputs": tuple(settings["inputs"]), **overrides})  # --output wins
 
 
 def check(cfg: PrepConfig) -> PrepConfig:

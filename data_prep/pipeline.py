@@ -1,7 +1,10 @@
-"""The data_prep pipeline: read -> check -> tokenize -> long-document policy -> pack -> pad -> write.
+"""The data_prep pipeline: read -> check -> tokenize -> long-document policy -> spill; then pack -> pad -> write.
 
-Documents stream through; only one shard (`shard_tokens` tokens, as flat numpy arrays) is held at a time,
-packed, written as Arrow and released, so memory stays flat as the corpus grows.
+First pass: documents stream through in batches; the Rust tokenizer encodes batch k in a background thread
+while this thread reads batch k+1 and applies the policy to batch k-1 with whole-batch numpy operations;
+kept tokens go to the spill store (data_prep/store.py) and only segment lengths stay in memory. Second
+pass (data_prep/rows.py): exact best-fit-decreasing over every segment of the corpus, rows built and
+written chunk by chunk, each written file read back and counted against the report.
 """
 
 import itertools
@@ -11,51 +14,41 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.assemble import Segments, build_rows
 from data_prep.config import PrepConfig
 from data_prep.counts import Counts
 from data_prep.errors import PrepError
+from data_prep.eval_split import report_meta, select
 from data_prep.formats import COLUMNS, detect_format, extract, has_columns
-from data_prep.packer import one_per_bin, pack_bfd
 from data_prep.plot import save_plot
+from data_prep.progress import Progress
 from data_prep.report import nothing_usable, summary, write_report
-from data_prep.sources import iter_hub, iter_local, resolve_files
-from data_prep.tokenize import Encoder, check_chat_template
-from data_prep.writer import PLOT, REPORT, AtomicWriter, is_complete, remove_stale
+from data_prep.rows import write_rows
+from data_prep.sources import Meter, iter_hub, iter_local, resolve_files
+from data_prep.store import SegmentStore
+from data_prep.tokenize import Encoded, Encoder, check_chat_template
+from data_prep.verify import Written, check_written
+from data_prep.writer import PLOT, REPORT, SPILL, AtomicWriter, is_complete, remove_stale
 
-BATCH_DOCS = 512
+ShardBuffer = SegmentStore  # in memory without a folder: the packer tests build segments with it
+BATCH_DOCS = 4096
+BATCH_CHARS = 4_000_000  # a batch is cut at this many characters too: bounds memory (the Rust encodings
+# take ~100 bytes a token), while two batches in flight still keep every core busy
 COLUMN_PROBE_ROWS = 1000  # this many readable rows without the format's columns: the column is absent
 
 
-class ShardBuffer:
-    """Segments of the current shard; flushed to Arrow when it holds `shard_tokens` tokens."""
-
-    def __init__(self):
-        self.ids, self.masks, self.lengths = [], [], []
-        self.tokens = 0
-
-    def add(self, ids: np.ndarray, mask: np.ndarray, chunk: int) -> int:
-        """Add a document cut into segments of at most `chunk` tokens; returns the number of segments."""
-        self.ids.append(ids)
-        self.masks.append(mask)
-        n = len(ids)
-        self.lengths += [chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])
-        self.tokens += n
-        return -(-n // chunk)
-
-    def take(self) -> Segments:
-        lengths = np.asarray(self.lengths, np.int64)
-        starts = np.zeros(len(lengths), np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        seg = Segments(np.concatenate(self.ids), np.concatenate(self.masks), starts, lengths)
-        self.__init__()
-        return seg
-
-
-def _records(cfg: PrepConfig):
+def _records(cfg: PrepConfig, meter: Meter):
     if cfg.hub:
-        return iter_hub(cfg.hub, cfg.hub_config, cfg.split)
-    return iter_local(resolve_files(list(cfg.inputs), cfg.split))
+        return iter_hub(cfg.hub, cfg.hub_config, cfg.split), None
+    files = resolve_files(list(cfg.inputs), cfg.split)
+    return iter_local(files, meter), sum(p.stat().st_size for p in files)
+
+
+def _size(payload) -> int:
+    if isinstance(payload, str):
+        return len(payload)
+    if isinstance(payload, tuple):
+        return sum(map(len, payload))
+    return sum(len(m["content"]) for m in payload)
 
 
 def _first_format(cfg: PrepConfig, records):
@@ -79,7 +72,7 @@ class Preparer:
 
     def jobs(self, fmt: str, records):
         """(fmt, payloads) batches for the encoder; bad rows are counted here and never reach it."""
-        batch, where = [], []
+        batch, where, chars = [], [], 0
         for loc, row, problem in records:
             self.counts.rows_read += 1
             if row is not None:
@@ -94,10 +87,11 @@ class Preparer:
                 continue
             batch.append(payload)
             where.append(loc)
-            if len(batch) == BATCH_DOCS:
+            chars += _size(payload)
+            if len(batch) == BATCH_DOCS or chars >= BATCH_CHARS:
                 self.locations.append(where)
                 yield fmt, batch
-                batch, where = [], []
+                batch, where, chars = [], [], 0
         if batch:
             self.locations.append(where)
             yield fmt, batch
@@ -110,68 +104,73 @@ class Preparer:
             "rename the column or set `dataset_format` (--format) to match the data"
         )
 
-    def document(self, loc: str, ids: np.ndarray, mask: np.ndarray, policy: str, buf: ShardBuffer) -> None:
-        c, cap, n = self.counts, self.layout.max_length, len(ids)
-        c.tokens_in += n
-        if n > cap and policy == "drop":
-            return c.drop("too_long", loc, f"{n} tokens > max_length {cap}", n)
-        if n > cap and policy == "truncate":
-            ids, mask = ids[:cap], mask[:cap]
-            c.tokens_truncated += n - cap
-            c.documents_truncated += 1
-        if not mask.any():
-            return c.drop("no_trainable_tokens", loc, "no token is a training target", len(ids))
-        c.documents_split += len(ids) > cap
-        c.documents_out += 1
-        c.segments += buf.add(ids, mask, cap)
+    def documents(self, where: list[str], enc: Encoded, policy: str, store: SegmentStore) -> None:
+        """Apply the long-document policy to a batch and store what is kept (numpy over the batch, not per token)."""
+        c, cap, n = self.counts, self.layout.max_length, enc.lengths
+        c.tokens_in += int(n.sum())
+        c.add_lengths(n)
+        keep = n.copy()
+        over = np.flatnonzero(n > cap)
+        if policy == "drop":
+            for i in over.tolist():
+                c.drop("too_long", where[i], f"{n[i]} tokens > max_length {cap}", int(n[i]))
+            keep[over] = 0
+        elif policy == "truncate":
+            keep[over] = cap
+            c.tokens_truncated += int((n[over] - cap).sum())
+            c.documents_truncated += len(over)
+        starts = np.cumsum(n) - n
+        trained = np.concatenate([[0], np.cumsum(enc.trainable, dtype=np.int64)])
+        for i in np.flatnonzero((keep > 0) & (trained[starts + keep] == trained[starts])).tolist():
+            c.drop("no_trainable_tokens", where[i], "no token is a training target", int(keep[i]))
+            keep[i] = 0
+        kept = keep > 0
+        c.documents_split += int((keep[kept] > cap).sum())
+        c.documents_out += int(kept.sum())
+        ids, trainable = enc.ids, enc.trainable
+        if (keep != n).any():  # a document dropped or truncated: select the kept tokens
+            sel = np.arange(len(ids)) - np.repeat(starts, n) < np.repeat(keep, n)
+            ids, trainable = ids[sel], trainable[sel]
+        c.segments += store.add_batch(ids, trainable, keep[kept], cap)
 
-    def flush(self, buf: ShardBuffer, writer: AtomicWriter, shard: int) -> None:
-        if not buf.lengths:
-            return
-        seg = buf.take()
-        pack = pack_bfd if self.cfg.mode == "packed" else one_per_bin
-        bins = pack(seg.lengths, self.layout.max_length)
-        rng = np.random.default_rng([self.cfg.seed, shard])  # sorted-by-length bins would bias training order
-        bins = [bins[i] for i in rng.permutation(len(bins))]
-        table, real = build_rows(seg, bins, self.layout, self.pad_id)
-        self.counts.add_rows(real, self.layout.padded(real))
-        labels = table.column("labels").combine_chunks().values.to_numpy()
-        self.counts.trainable_tokens += int((labels != -100).sum())
-        writer.add(table)
+    def first_pass(self, fmt: str, records, encoder: Encoder, store: SegmentStore, progress: Progress) -> None:
+        policy = self.cfg.resolved_policy(fmt)
+        progress.begin("tokenize")
+        for _job, enc in encoder.map(self.jobs(fmt, records)):
+            self.documents(self.locations.popleft(), enc, policy, store)
+            progress.update(self.meter.bytes, self.total_bytes, documents=self.counts.rows_read, tokens=store.tokens)
+        progress.end(self.meter.bytes, self.total_bytes, documents=self.counts.rows_read, tokens=store.tokens)
 
-    def run(self, writer: AtomicWriter) -> str:
-        """Stream everything into the writer; returns the format used."""
-        from tqdm import tqdm
-
-        fmt, records = _first_format(self.cfg, _records(self.cfg))
+    def run(self, writer: AtomicWriter, progress: Progress) -> str:
+        """Both passes into the writer; returns the format used."""
+        self.meter = Meter()
+        records, self.total_bytes = _records(self.cfg, self.meter)
+        fmt, records = _first_format(self.cfg, select(self.cfg, records))  # one side of the holdout
         encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc)
-        self.pad_id = encoder.tok.pad_token_id if encoder.tok.pad_token_id is not None else encoder.tok.eos_token_id
+        tok = encoder.tok
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         if fmt == "messages":
-            check_chat_template(encoder.tok, self.cfg.tokenizer)
-        policy, buf, shard = self.cfg.resolved_policy(fmt), ShardBuffer(), 0
+            check_chat_template(tok, self.cfg.tokenizer)
+        store = SegmentStore(writer.tmp / SPILL)
         try:
-            bar = tqdm(desc="tokenize+pack", unit=" docs", disable=None)
-            for encoded in encoder.map(self.jobs(fmt, records)):
-                for loc, (ids, mask) in zip(self.locations.popleft(), encoded, strict=True):
-                    self.document(loc, ids, mask, policy, buf)
-                self.counts.add_lengths(np.fromiter((len(ids) for ids, _ in encoded), np.int64, len(encoded)))
-                bar.update(len(encoded))
-                if buf.tokens >= self.cfg.shard_tokens:
-                    self.flush(buf, writer, shard)
-                    shard += 1
-            self.flush(buf, writer, shard)
-            bar.close()
+            self.first_pass(fmt, records, encoder, store, progress)
         finally:
             encoder.close()
+            store.close()
         self.counts.documents_in = self.counts.rows_read
         if self.counts.documents_out == 0 and self.readable and not self.with_columns:
             raise self.absent_columns(fmt)
         if self.counts.documents_out == 0:
             raise nothing_usable(self.counts, fmt)
+        self.written = Written()
+        sinks = (writer, self.counts, self.written, progress)
+        cfg = self.cfg
+        write_rows(store, cfg.mode == "packed", self.layout, self.pad_id, cfg.seed, cfg.shard_tokens, sinks)
+        check_written(self.counts, self.written)
         return fmt
 
 
-def prepare(cfg: PrepConfig, force: bool = False, log=print) -> tuple[Path, bool]:
+def prepare(cfg: PrepConfig, force: bool = False, log=print, progress: Progress | None = None) -> tuple[Path, bool]:
     """Build (or find in the cache) the prepared dataset; returns (its folder, whether it was a cache hit)."""
     key = cfg.cache_key()
     final = cfg.dataset_dir(key)
@@ -182,7 +181,7 @@ def prepare(cfg: PrepConfig, force: bool = False, log=print) -> tuple[Path, bool
     start, writer = time.perf_counter(), AtomicWriter(final)
     try:
         prep = Preparer(cfg)
-        fmt = prep.run(writer)
+        fmt = prep.run(writer, progress or Progress())  # on by default: `make sft` prepares in-process too
         writer.save_dataset(key[:16])
         meta = {"cache_key": key, "format": fmt, "policy": cfg.resolved_policy(fmt), "config": _meta(cfg)}
         write_report(writer.tmp / REPORT, prep.counts, meta)
@@ -209,4 +208,5 @@ def _meta(cfg: PrepConfig) -> dict:
         "seed": cfg.seed,
         "shard_tokens": cfg.shard_tokens,
         "source": cfg.hub or [Path(p).name for p in cfg.inputs],
+        **report_meta(cfg),
     }

@@ -13,10 +13,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from data_prep.errors import PrepError
+from data_prep.json_stream import first_char, iter_array
 
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".arrow")
 TEXT_SUFFIXES = (".txt", ".md")
 BATCH_ROWS = 1000
+WHOLE_JSON_LIMIT = 64 << 20  # a .json file that is not an array is parsed whole only below this size
 
 # (location, row, problem): exactly one of row / problem is None; problem is (reason, detail)
 Item = tuple[str, dict | None, tuple[str, str] | None]
@@ -61,15 +63,40 @@ def _json_row(raw: bytes, where: str) -> Item:
     return where, row, None
 
 
-def read_jsonl(path: Path) -> Iterator[Item]:
+class Meter:
+    """Bytes of the input read so far (for progress): exact within JSON lines, per file for other formats."""
+
+    def __init__(self):
+        self.bytes = 0
+
+
+def read_jsonl(path: Path, meter: Meter | None = None) -> Iterator[Item]:
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
+            if meter is not None:
+                meter.bytes += len(raw)
             if raw.strip():  # blank lines separate nothing and hold nothing
                 yield _json_row(raw, f"{path}:{lineno}")
 
 
-def read_json(path: Path) -> Iterator[Item]:
-    """A JSON array of objects (or JSON lines saved as .json, which `datasets` also accepts)."""
+def read_json(path: Path, meter: Meter | None = None) -> Iterator[Item]:
+    """A JSON array of objects, streamed element by element; or JSON lines saved as .json (as `datasets` takes).
+
+    A small file that is neither (one object) is read whole; a large one is read as JSON lines, so no
+    `.json` input is ever held in memory at once beyond WHOLE_JSON_LIMIT bytes.
+    """
+    if first_char(path) == "[":
+        for where, row, problem in iter_array(path):
+            if problem:
+                yield where, None, ("malformed", problem)
+            elif isinstance(row, dict):
+                yield where, row, None
+            else:
+                yield where, None, ("malformed", f"a row must be a JSON object, got {type(row).__name__}")
+        return
+    if path.stat().st_size > WHOLE_JSON_LIMIT:
+        yield from read_jsonl(path, meter)
+        return
     raw = path.read_bytes()
     try:
         data = json.loads(raw)
@@ -77,16 +104,12 @@ def read_json(path: Path) -> Iterator[Item]:
         yield str(path), None, ("malformed", f"invalid UTF-8 at byte {exc.start}")
         return
     except json.JSONDecodeError:
-        yield from read_jsonl(path)
+        yield from read_jsonl(path, meter)
         return
     if isinstance(data, dict):
         yield f"{path}[0]", data, None
-        return
-    for i, row in enumerate(data if isinstance(data, list) else [data]):
-        if isinstance(row, dict):
-            yield f"{path}[{i}]", row, None
-        else:
-            yield f"{path}[{i}]", None, ("malformed", f"a row must be a JSON object, got {type(row).__name__}")
+    else:
+        yield str(path), None, ("malformed", f"a .json file must hold an array of objects, got {type(data).__name__}")
 
 
 def _read_batches(path: Path, batches) -> Iterator[Item]:
@@ -125,15 +148,18 @@ def read_text_file(path: Path) -> Iterator[Item]:
 READERS = {".jsonl": read_jsonl, ".json": read_json, ".parquet": read_parquet, ".arrow": read_arrow}
 
 
-def iter_local(files: list[Path]) -> Iterator[Item]:
+def iter_local(files: list[Path], meter: Meter | None = None) -> Iterator[Item]:
+    meter = meter or Meter()
     for path in files:
         reader = READERS.get(path.suffix, read_text_file)
+        before = meter.bytes
         try:
-            yield from reader(path)
+            yield from (reader(path, meter) if reader in (read_jsonl, read_json) else reader(path))
         except OSError as exc:
             raise PrepError(f"input {path}: cannot read ({exc})") from None
         except (pa.ArrowException, ValueError) as exc:  # a corrupt parquet/arrow file
             raise PrepError(f"input {path}: not a readable {path.suffix} file ({exc})") from None
+        meter.bytes = before + path.stat().st_size
 
 
 def iter_hub(name: str, config: str | None, split: str) -> Iterator[Item]:

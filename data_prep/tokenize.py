@@ -1,21 +1,39 @@
-"""Tokenize documents with the recipe's fast tokenizer, in batches and optionally in worker processes.
+"""Tokenize batches of documents with the recipe's fast tokenizer: the Rust tokenizer does the work.
 
-Each document becomes (token ids, trainable mask) as flat numpy arrays. BOS comes from the tokenizer's own
-special-token rule (as the model expects); EOS is appended to `text` documents and completions so the
-model learns where a document ends; chat documents end as their template says.
+Each batch becomes one `Encoded` (flat int32 ids, flat trainable mask, per-document lengths): no per-document
+numpy arrays, no per-token Python beyond reading each encoding's id list. The Rust tokenizer releases the GIL
+and spreads a batch over all cores itself (rayon), so one background thread encodes batch k while the main
+thread reads batch k+1 and packs batch k-1; a pool of Python worker processes would pickle every document
+and every id list across processes for no gain.
+
+The ids are those of `tokenizer(texts)` / `apply_chat_template(..., return_assistant_tokens_mask=True)`
+(tests/test_data_prep_tokenize.py checks it): BOS from the tokenizer's own post-processor, EOS appended
+to `text` documents and completions so the model learns where a document ends, chats as their template
+renders them. Only chats pay for character offsets, which their assistant masks need.
 """
 
 import os
 import re
+import threading
 from collections import deque
-from multiprocessing import get_context
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
 from data_prep.errors import PrepError
 
-_TOKENIZER = None
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
+
+
+@dataclass
+class Encoded:
+    """One batch of documents, tokenized, as flat arrays."""
+
+    ids: np.ndarray  # int32, every document's tokens back to back
+    trainable: np.ndarray  # bool, same length: the token is a training target
+    lengths: np.ndarray  # int64, tokens per document
 
 
 def load_tokenizer(name: str):
@@ -40,71 +58,108 @@ def check_chat_template(tok, name: str) -> None:
         )
 
 
-def _init_worker(name: str) -> None:
-    global _TOKENIZER
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _TOKENIZER = load_tokenizer(name)
+def _flat(id_lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, id_lists), np.int64, len(id_lists))
+    return np.fromiter(chain.from_iterable(id_lists), np.int32, int(lengths.sum())), lengths
 
 
-def _with_eos(ids: list[int], eos: int | None) -> list[int]:
-    return ids + [eos] if eos is not None and (not ids or ids[-1] != eos) else ids
+class BatchEncoder:
+    """Encodes one format's batches with the Rust tokenizer; thread-safe (chat rendering is serialised)."""
 
+    def __init__(self, tok):
+        self.tok = tok
+        self.backend = tok.backend_tokenizer
+        self.backend.no_truncation()  # what transformers does before every call without truncation/padding
+        self.backend.no_padding()
+        self.eos = tok.eos_token_id
+        self.render_lock = threading.Lock()  # rendering is Python (GIL-bound) anyway; encoding runs in parallel
 
-def encode_batch(tok, fmt: str, payloads: list) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(ids int32, trainable bool) per payload."""
-    eos = tok.eos_token_id
-    out = []
-    if fmt == "text":
-        for ids in tok(payloads, add_special_tokens=True)["input_ids"]:
-            ids = _with_eos(ids, eos)
-            out.append((np.asarray(ids, np.int32), np.ones(len(ids), bool)))
-    elif fmt == "prompt_completion":
-        prompts = tok([p for p, _ in payloads], add_special_tokens=True)["input_ids"]
-        completions = tok([c for _, c in payloads], add_special_tokens=False)["input_ids"]
-        for p, c in zip(prompts, completions, strict=True):
-            c = _with_eos(c, eos)
-            out.append((np.asarray(p + c, np.int32), np.r_[np.zeros(len(p), bool), np.ones(len(c), bool)]))
-    else:
-        enc = tok.apply_chat_template(payloads, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
-        for ids, mask in zip(enc["input_ids"], enc["assistant_masks"], strict=True):
-            out.append((np.asarray(ids, np.int32), np.asarray(mask, bool)))
-    return out
+    def ids(self, texts: list[str], special: bool) -> list[list[int]]:
+        return [e.ids for e in self.backend.encode_batch_fast(texts, add_special_tokens=special)]
 
+    def append_eos(self, ids: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """EOS after every document that does not already end with it, inserted in one numpy call."""
+        if self.eos is None or not len(lengths):
+            return ids, lengths
+        ends = np.cumsum(lengths)
+        last = np.concatenate([[-1], ids])[ends]  # each document's last token (any value for an empty one)
+        need = (lengths == 0) | (last != self.eos)
+        return np.insert(ids, ends[need], np.int32(self.eos)), lengths + need
 
-def _encode_in_worker(job):
-    fmt, payloads = job
-    return encode_batch(_TOKENIZER, fmt, payloads)
+    def with_eos(self, id_lists: list[list[int]]) -> list[list[int]]:
+        eos = self.eos
+        if eos is None:
+            return id_lists
+        return [ids if ids and ids[-1] == eos else [*ids, eos] for ids in id_lists]
+
+    def __call__(self, fmt: str, payloads: list) -> Encoded:
+        if fmt == "text":
+            ids, lengths = self.append_eos(*_flat(self.ids(payloads, special=True)))
+            return Encoded(ids, np.ones(len(ids), bool), lengths)
+        if fmt == "prompt_completion":
+            prompts = self.ids([p for p, _ in payloads], special=True)
+            completions = self.with_eos(self.ids([c for _, c in payloads], special=False))
+            ids, lengths = _flat([p + c for p, c in zip(prompts, completions, strict=True)])
+            pairs = zip(prompts, completions, strict=True)
+            per_doc = np.fromiter(chain.from_iterable((len(p), len(c)) for p, c in pairs), np.int64)
+            trainable = np.repeat(np.tile([False, True], len(payloads)), per_doc)
+            return Encoded(ids, trainable, lengths)
+        return self.chats(payloads)
+
+    def chats(self, conversations: list[list[dict]]) -> Encoded:
+        """Render with the chat template, tokenize with offsets, mark the `{% generation %}` spans' tokens."""
+        from transformers.utils.chat_template_utils import render_jinja_template
+
+        conversations = [[{k: v for k, v in m.items() if v is not None} for m in conv] for conv in conversations]
+        with self.render_lock:  # the compiled template's generation tracker is shared: one render at a time
+            rendered, spans = render_jinja_template(
+                conversations=conversations,
+                chat_template=self.tok.chat_template,
+                return_assistant_tokens_mask=True,
+                **self.tok.special_tokens_map,
+            )
+        encodings = self.backend.encode_batch(rendered, add_special_tokens=False)
+        ids, lengths = _flat([e.ids for e in encodings])
+        # +1 at a span's first token, -1 after its last: a running sum marks the trained tokens
+        edges = np.zeros(len(ids) + 1, np.int32)
+        start = 0
+        for enc, doc_spans, n in zip(encodings, spans, lengths.tolist(), strict=True):
+            for first_char, end_char in doc_spans:  # as apply_chat_template(return_assistant_tokens_mask=True)
+                first, last = enc.char_to_token(first_char), enc.char_to_token(end_char - 1)
+                if first is None:
+                    break
+                edges[start + first] += 1
+                edges[start + (last + 1 if last else n)] -= 1  # `if last`, not `is not None`: as transformers
+            start += n
+        return Encoded(ids, np.cumsum(edges[:-1]) > 0, lengths)
 
 
 class Encoder:
-    """Encodes batches in order, in-process (num_proc=1) or over a pool of worker processes."""
+    """Encodes batches in order, one batch ahead of the caller, in a background thread."""
 
-    def __init__(self, name: str, num_proc: int):
+    def __init__(self, name: str, num_proc: int | None = None):
+        if num_proc:  # the Rust tokenizer's thread pool size; read once, when it first encodes
+            os.environ["RAYON_NUM_THREADS"] = str(num_proc)
+        os.environ["TOKENIZERS_PARALLELISM"] = "true" if num_proc != 1 else "false"
         self.tok = load_tokenizer(name)
-        self.name, self.num_proc = name, num_proc
-        self.pool = None
-        if num_proc > 1:
-            self.pool = get_context("spawn").Pool(num_proc, initializer=_init_worker, initargs=(name,))
+        self.encode = BatchEncoder(self.tok)
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tokenize")
 
-    def map(self, jobs):
-        """Yield encoded batches for an iterable of (fmt, payloads), in order (determinism).
+    def map(self, jobs, ahead: int = 2):
+        """Yield `(job, Encoded)` for an iterable of (fmt, payloads) jobs, in order (determinism).
 
-        `jobs` is consumed in this (the main) thread, at most 2 x num_proc batches ahead of the results:
-        row checks and counting never run concurrently, and memory stays bounded.
+        `jobs` is consumed in this (the caller's) thread, at most `ahead` batches before their results: row
+        checks and counting never run concurrently, and memory stays bounded.
         """
-        if self.pool is None:
-            for fmt, payloads in jobs:
-                yield encode_batch(self.tok, fmt, payloads)
-            return
         pending = deque()
         for job in jobs:
-            pending.append(self.pool.apply_async(_encode_in_worker, (job,)))
-            if len(pending) >= 2 * self.num_proc:
-                yield pending.popleft().get()
+            pending.append((job, self.pool.submit(self.encode, *job)))
+            if len(pending) > ahead:
+                job, fut = pending.popleft()
+                yield job, fut.result()
         while pending:
-            yield pending.popleft().get()
+            job, fut = pending.popleft()
+            yield job, fut.result()
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool = None
+        self.pool.shutdown(wait=True, cancel_futures=True)

@@ -14,6 +14,7 @@ import pyarrow as pa
 from config.prepared import DATASET, REPORT
 
 PLOT = "plot.png"
+SPILL = "spill"  # the first pass writes tokens here (data_prep/store.py); removed before the rename
 
 
 class AtomicWriter:
@@ -25,7 +26,7 @@ class AtomicWriter:
         self.tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{self.final.name}-", dir=self.final.parent))
         self.shards: list[Path] = []
 
-    def add(self, table: pa.Table) -> None:
+    def add(self, table: pa.Table) -> Path:
         """Write one shard straight into the dataset folder, in the layout `save_to_disk` uses."""
         from datasets import Features
         from datasets.arrow_writer import ArrowWriter
@@ -38,6 +39,7 @@ class AtomicWriter:
         writer.finalize()
         writer.close()
         self.shards.append(path)
+        return path
 
     def save_dataset(self, fingerprint: str) -> None:
         """Name the shards `data-i-of-n.arrow` and write the JSON files `datasets.load_from_disk` reads.
@@ -53,6 +55,7 @@ class AtomicWriter:
         names = [f"data-{i:05d}-of-{n:05d}.arrow" for i in range(n)]
         for path, name in zip(self.shards, names, strict=True):
             os.rename(path, path.with_name(name))
+        shutil.rmtree(self.tmp / SPILL, ignore_errors=True)  # the first pass's tokens: not part of the result
         state = {
             "_data_files": [{"filename": name} for name in names],
             "_fingerprint": fingerprint,  # not derived from the temporary path: identical bytes on every run

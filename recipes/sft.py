@@ -31,9 +31,10 @@ from training.credentials import move_hub_token_to_env
 from training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
 from training.metrics import attach_metrics
 from training.model_config import build_config, build_random_model, overrides_of
-from training.prepared_data import load_prepared
+from training.prepared_data import load_prepared, load_prepared_eval
 from training.resume import enable_resume
 from training.shutdown import exit_cleanly
+from training.sp_eval import enable_sp_eval, keep_sp_in_eval
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
 # would bury the loss lines and are not actionable from a recipe.
@@ -142,7 +143,7 @@ def main(recipe, training_args, model_args):
     collator = None
     if recipe.prepare_data != "off":  # rows `make data` tokenized, packed and padded to SP-safe lengths
         train_dataset, collator = load_prepared(recipe, training_args, model_args, topo, tokenizer)
-        eval_dataset = None
+        eval_dataset = load_prepared_eval(recipe, training_args, model_args, topo)  # held-out whole documents
         training_args.dataset_kwargs = {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True}
         training_args.remove_unused_columns = False
     else:
@@ -179,6 +180,22 @@ def main(recipe, training_args, model_args):
     )
     keep_packed_positions(trainer)
     require_position_ids(trainer.model, recipe, training_args)
+    if eval_dataset is not None:  # eval batches sharded across the SP group, one token-weighted eval loss
+        keep_sp_in_eval()
+        enable_sp_eval(trainer)
+    if recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
+        from evaluation.callback import RetrievalCallback
+
+        keep_sp_in_eval()
+        trainer.add_callback(
+            RetrievalCallback(
+                trainer,
+                tokenizer,
+                recipe.retrieval_eval_steps,
+                recipe.retrieval_eval_samples,
+                training_args.max_length,
+            )
+        )
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
     attach_metrics(trainer, recipe)  # first in line, so every report_to logger receives the metrics
     # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint

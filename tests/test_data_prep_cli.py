@@ -70,7 +70,7 @@ def test_packed_sdpa_under_sp_is_accepted_because_isolated():
 
 
 def test_prepared_data_recipe_checks():
-    assert "set `eval_strategy: no`" in recipe_problems("--eval_strategy", "steps")
+    assert "none are held out; fix: set `eval_holdout`" in recipe_problems("--eval_strategy", "steps")
     assert "lcm(sp=2, seq_alignment=3)" in recipe_problems("--seq_alignment", "3")
 
 

@@ -32,6 +32,8 @@ def dotted(node) -> str:
 
 
 def _is_function(node, defined: set[str]) -> bool:
+    if isinstance(node, ast.Call) and dotted(node.func) in ("classmethod", "staticmethod", "functools.partial"):
+        return any(_is_function(arg, defined) for arg in node.args)
     return isinstance(node, ast.Lambda) or (isinstance(node, ast.Name) and node.id in defined)
 
 
@@ -128,6 +130,7 @@ def test_the_scanner_finds_each_kind_of_site():
         "    obj.__class__ = int\n"
         "    AttentionInterface.register('sdpa', mine)\n"
         "    setattr(layer, 'forward', mine)\n"
+        "    hf.Cls.method = classmethod(mine)\n"
         "    with mock.patch('a.b', return_value=1):\n"
         "        pass\n"
         "    self_value = 3\n"
@@ -136,7 +139,7 @@ def test_the_scanner_finds_each_kind_of_site():
         "        self.callback = mine\n"
     )
     sites = patch_sites(source, "pkg.mod")
-    assert [line for line, _, _ in sites] == [5, 6, 7, 8, 9, 10]
+    assert sorted(line for line, _, _ in sites) == [5, 6, 7, 8, 9, 10, 11]
     assert {owner for _, _, owner in sites} == {"pkg.mod:install"}
 
 

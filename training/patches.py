@@ -144,6 +144,45 @@ PATCHES: tuple[Patch, ...] = (
         written_against="transformers==5.23.0",
         source_sha256="a30991b130d8ebbf3e9bf9a267fe1297001c35f3f81cb53ca55cdcf169b6df70",
     ),
+    # ---- evaluation under SP (training/sp_eval.py): upstream turns SP off in eval; these turn it back on
+    Patch(
+        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
+        installed_by="training.sp_eval:keep_sp_in_eval",
+        why="accelerate registers Ulysses attention with `disable_in_eval=True`; the wrapper forces False so eval "
+        "attention stays sharded across the SP group at the trained length",
+        written_against="deepspeed==0.19.8",
+        source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+    ),
+    Patch(
+        target="accelerate.accelerator.Accelerator._prepare_deepspeed",
+        installed_by="training.sp_eval:keep_sp_in_eval",
+        why="relied on, not replaced: the upstream switch (passes `disable_in_eval=True` when the signature has it)",
+        written_against="accelerate==1.15.0",
+        source_sha256="32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+    ),
+    Patch(
+        target="trl.trainer.sft_trainer.SFTTrainer.compute_loss",
+        installed_by="training.sp_eval:enable_sp_eval",
+        why="per instance: in eval under SP, the training loss path (label-token-weighted across the SP group) "
+        "instead of a per-shard loss; every call also adds to the token-weighted eval loss",
+        written_against="trl==1.16.0",
+        source_sha256="ca448211ff653fe621b45498c79bf4f94b26286146442c361f0a8c3592b3b4c1",
+    ),
+    Patch(
+        target="transformers.trainer.Trainer.get_eval_dataloader",
+        installed_by="training.sp_eval:enable_sp_eval",
+        why="per instance: eval rows split across ranks (label-free padding rows, not repeats) and, under SP, "
+        "wrapped in DeepSpeed's SP dataloader adapter like the train dataloader",
+        written_against="transformers==5.23.0",
+        source_sha256="dd1c9287ad46f5ae6fdc17fa93304b41fc87e6b6d4f157d1415741cd9e44c77b",
+    ),
+    Patch(
+        target="transformers.trainer.Trainer.evaluation_loop",
+        installed_by="training.sp_eval:enable_sp_eval",
+        why="per instance: loss only (no logits gathered) and `eval_loss` replaced by the mean over every label token",
+        written_against="transformers==5.23.0",
+        source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
+    ),
 )
 
 

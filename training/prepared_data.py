@@ -7,10 +7,11 @@ from config.recipe import RecipeError
 from training.collator import PreparedCollator
 
 
-def prepared_dir(recipe, sft, model, topo) -> Path:
-    """The folder data_prep wrote for this recipe's data settings, as its manifest records it."""
+def prepared_dir(recipe, sft, model, topo, role: str = "train") -> Path:
+    """The folder data_prep wrote for this recipe's data settings, as its manifest records it; `role="eval"`:
+    the held-out documents (`eval_holdout`), prepared the same way."""
     try:
-        return find_prepared(prep_settings(recipe, sft, model, topo), recipe.config_source)
+        return find_prepared(prep_settings(recipe, sft, model, topo, role), recipe.config_source)
     except ManifestError as exc:
         raise RecipeError(recipe.config_source, [f"`prepare_data: {recipe.prepare_data}`: {exc}"]) from None
 
@@ -22,3 +23,12 @@ def load_prepared(recipe, sft, model, topo, tokenizer):
     dataset = load_from_disk(str(prepared_dir(recipe, sft, model, topo) / DATASET))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return dataset, PreparedCollator(pad_token_id=pad)
+
+
+def load_prepared_eval(recipe, sft, model, topo):
+    """The held-out eval rows `make data` prepared beside the training rows, or None without `eval_holdout`."""
+    from datasets import load_from_disk
+
+    if not recipe.eval_holdout:
+        return None
+    return load_from_disk(str(prepared_dir(recipe, sft, model, topo, role="eval") / DATASET))

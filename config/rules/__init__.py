@@ -6,12 +6,20 @@
 
 from config.problems import Problem
 from config.rules.alst import alst_problems
+from config.rules.evaluation import evaluation_problems
 from config.rules.isolation import packed_isolation_problems
 from config.rules.prepared_data import prepared_data_problems
 from config.rules.resume import resume_recipe_problems
 from config.rules.sequence import sequence_problems
 
-RULES = (sequence_problems, prepared_data_problems, packed_isolation_problems, resume_recipe_problems, alst_problems)
+RULES = (
+    sequence_problems,
+    prepared_data_problems,
+    packed_isolation_problems,
+    resume_recipe_problems,
+    alst_problems,
+    evaluation_problems,
+)
 
 
 def recipe_problems(recipe, sft, model, topo, source: str) -> list[Problem]:

@@ -1,0 +1,61 @@
+"""Score an answer without generation: teacher-forced exact match and mean answer log-probability.
+
+The model reads the whole example, answer included (teacher forcing). The answer is right when every answer
+token is the model's argmax at the position before it, and its mean log-probability says how close the model
+came. Under SP each rank holds one contiguous shard of the sequence and scores only the answer tokens its
+shard predicts; the three sums (answer tokens, tokens right, log-prob sum) are added over the SP group, so an
+answer split across shards scores exactly as on one rank.
+"""
+
+from collections import defaultdict
+
+import torch
+
+
+def shift_labels(labels: list[int]) -> list[int]:
+    """Position i predicts token i+1: the target at i is labels[i+1]; the last position predicts nothing."""
+    return [*labels[1:], -100]
+
+
+def shard(values: list[int], sp_rank: int, sp_size: int) -> list[int]:
+    """This rank's contiguous slice of a sequence whose length is a multiple of sp (as the SP adapter cuts it)."""
+    n = len(values) // sp_size
+    return values[sp_rank * n : (sp_rank + 1) * n]
+
+
+def answer_sums(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """[answer tokens, tokens whose argmax is the target, sum of target log-probs] for the scored positions.
+
+    `logits` is [n, vocab] at the n positions that predict an answer token, `targets` the n tokens.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    right = (logits.argmax(dim=-1) == targets).sum()
+    picked = logp.gather(-1, targets[:, None]).sum()
+    count = torch.tensor(len(targets), dtype=torch.float64)
+    return torch.stack([count, right.double().cpu(), picked.double().cpu()])
+
+
+def verdict(sums: torch.Tensor) -> dict:
+    """An example's score from its (group-summed) sums: exact match and mean answer log-probability."""
+    tokens, right, logp = (float(x) for x in sums)
+    return {"exact": tokens > 0 and right == tokens, "logprob": logp / tokens if tokens else float("nan")}
+
+
+def cells(results: list[dict]) -> list[dict]:
+    """Per (task, length, depth): accuracy (share of exact answers) and the mean of the answers' log-probs."""
+    groups = defaultdict(list)
+    for r in results:
+        groups[(r["task"], r["length"], r["depth"])].append(r)
+    out = []
+    for (task, length, depth), rows in sorted(groups.items()):
+        out.append(
+            {
+                "task": task,
+                "length": length,
+                "depth": depth,
+                "samples": len(rows),
+                "accuracy": sum(r["exact"] for r in rows) / len(rows),
+                "mean_logprob": sum(r["logprob"] for r in rows) / len(rows),
+            }
+        )
+    return out

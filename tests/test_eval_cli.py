@@ -1,0 +1,54 @@
+"""`make eval`: every GPU recipe passes preflight at its own topology with a priced grid, and the tiny recipe's
+eval runs for real on its sp=2 CPU mesh and writes the table, results.json and the heatmap."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evaluation.cli import default_lengths, main
+
+REPO = Path(__file__).resolve().parent.parent
+GPU_RECIPES = sorted(p for p in (REPO / "recipes").rglob("*.yaml") if "tiny-llama" not in str(p))
+
+
+@pytest.mark.parametrize("recipe", GPU_RECIPES, ids=lambda p: str(p.relative_to(REPO / "recipes")))
+def test_every_gpu_recipe_eval_passes_preflight_at_its_topology(recipe, capsys):
+    assert main([str(recipe), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "[eval] cost estimate:" in out and "preflight ok:" in out
+    assert "[launch] accelerate launch --config_file accelerate_configs/" in out
+
+
+def test_default_lengths_end_at_max_length_and_split_evenly():
+    assert default_lengths(262144, 8) == [32768, 65536, 131072, 262144]
+    assert default_lengths(2048, 2) == [256, 512, 1024, 2048]
+    assert all(n % 24 == 0 for n in default_lengths(100_000, 24))
+
+
+def test_a_length_the_mesh_cannot_split_is_one_clear_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["tiny-llama/sft-2k-cpu-sp2", "--lengths", "1001", "--dry-run"])
+    assert exc.value.code == 2
+    assert "--lengths [1001]: every length must be a multiple of lcm(sp=2" in capsys.readouterr().err
+
+
+@pytest.mark.distributed
+def test_make_eval_on_the_tiny_recipe_writes_table_json_and_heatmap(tmp_path):
+    flags = f"--lengths 512 1024 --depths 0 1 --samples 1 --tasks passkey multivalue --out {tmp_path}"
+    proc = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "eval", "RECIPE=tiny-llama/sft-2k-cpu-sp2", f"EVAL_FLAGS={flags}"],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    assert "passkey: accuracy by context length (rows) and needle depth (columns)" in proc.stdout
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["sp"] == 2 and len(doc["cells"]) == 2 * 2 * 2 and len(doc["examples"]) == 8
+    assert (tmp_path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,111 @@
+"""Eval under SP: the held-out rows are sharded across the SP group like training rows, and the eval loss is the
+same token-weighted number at sp=1, 2 and 4, for packed and unpacked prepared data (real accelerate launches)."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from data_prep.synthetic import filler_sentence
+from tests.helpers.launch import accelerate_launch, assert_ok
+
+pytestmark = pytest.mark.distributed
+REPO = Path(__file__).resolve().parent.parent
+# fp32 on CPU: the SP runs reorder the same sums; a weighting or sharding bug moves the loss by >1e-3.
+RTOL = 1e-5
+
+
+def write_corpus(folder: Path, n_docs: int = 18, seed: int = 11) -> Path:
+    """Text documents of 15-45 sentences (~150-480 tokens): rows padded to 512 leave shards unequally full."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "train.jsonl", "w") as f:
+        for _ in range(n_docs):
+            text = " ".join(filler_sentence(rng) for _ in range(rng.randint(15, 45)))
+            f.write(json.dumps({"text": text}) + "\n")
+    return folder
+
+
+def prepare(data: Path, prepared: Path, mode: str, sp: int) -> None:
+    """`make data` for the recipe, in-process: both sides of the holdout and their manifests."""
+    from data_prep.__main__ import main as data_prep
+
+    args = recipe_args(data, prepared, mode, sp)
+    assert data_prep(["--recipe", args[1], "--", *args[2:]]) == 0
+
+
+def recipe_args(data, prepared, mode, sp, out="unused") -> list[str]:
+    accel = f"accelerate_configs/cpu-sp{sp}.yaml"
+    return [
+        "--config",
+        "tests/recipes/eval-sp.yaml",
+        "--accelerate_config",
+        accel,
+        "--dataset_name",
+        str(data),
+        "--prepare_data",
+        mode,
+        "--prepared_data_dir",
+        str(prepared),
+        "--output_dir",
+        str(out),
+    ]
+
+
+def eval_history(tmp, data, mode: str, sp: int) -> list[dict]:
+    prepared, out = tmp / "prepared", tmp / f"{mode}-sp{sp}"
+    prepare(data, prepared, mode, sp)
+    proc = accelerate_launch(
+        f"accelerate_configs/cpu-sp{sp}.yaml", "recipes/sft.py", recipe_args(data, prepared, mode, sp, out)
+    )
+    assert_ok(proc)
+    assert f"x sp={sp};" in proc.stdout
+    state = json.loads((out / "trainer_state.json").read_text())
+    rows = state["log_history"]
+    return [row for row in rows if "eval_loss" in row] + [row for row in rows if "retrieval_passkey_logprob" in row]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("eval-sp")
+    data = write_corpus(tmp / "data")
+    cache = {}
+
+    def run(mode: str, sp: int):
+        if (mode, sp) not in cache:
+            cache[(mode, sp)] = eval_history(tmp, data, mode, sp)
+        return cache[(mode, sp)]
+
+    run.prepared = tmp / "prepared"
+    return run
+
+
+@pytest.mark.parametrize("mode", ["unpacked", "packed"])
+@pytest.mark.parametrize("sp", [2, 4])
+def test_eval_loss_matches_sp1(runs, mode, sp):
+    base, other = runs(mode, 1), runs(mode, sp)
+    evals = [r for r in base if "eval_loss" in r], [r for r in other if "eval_loss" in r]
+    assert [r["step"] for r in evals[0]] == [0, 1] == [r["step"] for r in evals[1]]  # before training, after a step
+    for a, b in zip(*evals, strict=True):
+        assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=RTOL), f"step {a['step']}"
+        assert b["eval_label_tokens"] == a["eval_label_tokens"]
+    # the in-training retrieval slice (evaluation/callback.py) scores the same on every mesh
+    slices = (
+        [r for r in base if "retrieval_passkey_logprob" in r],
+        [r for r in other if "retrieval_passkey_logprob" in r],
+    )
+    assert len(slices[0]) == 1 == len(slices[1])
+    for key in ("retrieval_passkey_logprob", "retrieval_multikey_logprob", "retrieval_passkey_accuracy"):
+        assert slices[1][0][key] == pytest.approx(slices[0][0][key], rel=RTOL), key
+
+
+def test_eval_scores_every_held_out_label_token_once(runs):
+    """The count is the held-out documents' label tokens (padding rows add none), and a step moves the loss."""
+    from datasets import load_from_disk
+
+    history = [r for r in runs("unpacked", 4) if "eval_loss" in r]
+    folder = next(runs.prepared.glob("*-eval-*"))
+    expected = sum(sum(x != -100 for x in row["labels"][1:]) for row in load_from_disk(str(folder / "dataset")))
+    assert history[0]["eval_label_tokens"] == expected > 0
+    assert history[1]["eval_loss"] < history[0]["eval_loss"]
