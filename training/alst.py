@@ -73,6 +73,7 @@ def enable_tiled_mlp(model, shards: int | None = None) -> int:
             continue
         if any(getattr(getattr(module, name), "bias", None) is not None for name in MLP_PROJECTIONS):
             raise ValueError(f"tiled_mlp: {type(module).__name__} has biases; zero padding would not give zeros")
+        # registered in training/patches.py
         module.forward = lambda x, _m=module, _f=module.forward: tiled_forward(_m, _f, x, shards)
         patched += 1
     if not patched:
@@ -125,7 +126,7 @@ def enable_activation_checkpoint_offload(model) -> HostOffload:
             with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
                 return _forward(*args, **kwargs)
 
-        layer.forward = offloaded
+        layer.forward = offloaded  # registered in training/patches.py
     return hooks
 
 

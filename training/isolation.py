@@ -168,8 +168,8 @@ def install_document_isolation(attn_implementation: str, config=None, enabled: b
             "`attn_implementation: sdpa` with a sliding-window model: document isolation does not implement "
             "sliding windows; use flash_attention_2, or set `allow_cross_document_attention: true` for unpacked data"
         )
-    AttentionInterface.register("sdpa", isolated_sdpa_attention)
-    AttentionMaskInterface.register("sdpa", isolated_sdpa_mask)
+    AttentionInterface.register("sdpa", isolated_sdpa_attention)  # registered in training/patches.py
+    AttentionMaskInterface.register("sdpa", isolated_sdpa_mask)  # registered in training/patches.py
     _state["enabled"] = True
     return "[isolation] sdpa: packed documents attend only within themselves (split at position_ids == 0)"
 

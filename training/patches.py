@@ -1,37 +1,71 @@
 """Every replacement of upstream code this repository makes, in one list, with the version it was written against.
 
 Each entry names the upstream object replaced (a function, method, class or registry entry), where this
-repository replaces it, why, and the pinned version it was written against. `tests/test_patches.py`
-resolves every target and compares a fingerprint of its upstream source with the one recorded here, so an
-upgrade that changes the code a patch relies on fails loudly instead of silently changing training.
+repository replaces it, why, and the pinned version it was written against. Each also records the sha256 of
+the upstream source the patch relies on: the replaced object itself and, in `relies_on`, the upstream code
+that calls it or whose behaviour the replacement assumes (for example the Trainer method that calls
+`skip_first_batches` by its module-level name). `tests/test_patches.py` resolves every path in a fresh
+interpreter and recomputes the fingerprints, so an upgrade that changes that code fails loudly instead of
+silently changing training. The test also scans the code for patch sites (an attribute assigned a function,
+`__class__` swaps, `mock.patch`, `AttentionInterface.register`) and requires each to be listed here and to
+carry a `# registered in training/patches.py` comment, so a reader of either side finds the other.
+
+After an intended upgrade, re-read each patch against the new upstream code, then print the new fingerprints
+with `python -m training.patches --print` and update the entries.
 """
 
+import argparse
+import hashlib
+import importlib
+import inspect
+import json
+import sys
 from dataclasses import dataclass
+
+# This repository's top-level packages (and test modules): an object from one of them is a replacement, not upstream.
+FIRST_PARTY = ("config", "data_prep", "evaluation", "isolation_probe", "launcher", "memory_plan", "preflight")
+FIRST_PARTY += ("rehearsal", "training", "tests", "__main__")
 
 
 @dataclass(frozen=True)
 class Patch:
-    target: str  # dotted path of the upstream object that is replaced or relied on
+    target: str  # dotted path of the upstream object that is replaced
     installed_by: str  # `module:function` here that installs the replacement
     why: str
-    written_against: str  # the pinned distribution, e.g. "transformers==5.23.0"
-    source_sha256: str | None = None  # sha256 of inspect.getsource(target) at that version (None: not source)
+    written_against: str  # the pinned distribution(s), e.g. "transformers==5.23.0"
+    source_sha256: str | None = None  # sha256 of inspect.getsource(target) at that version
+    relies_on: tuple[tuple[str, str], ...] = ()  # (dotted path, sha256 of its source): upstream code it assumes
 
 
 PATCHES: tuple[Patch, ...] = (
     Patch(
         target="transformers.trainer.skip_first_batches",
         installed_by="training.resume:enable_resume",
-        why="accelerate's skip_first_batches needs `.dataset` and crashes on DeepSpeed's SP dataloader adapter",
-        written_against="transformers==5.23.0",
+        why="accelerate's skip_first_batches needs `.dataset` and crashes on DeepSpeed's SP dataloader adapter; "
+        "Trainer._run_epoch calls the module-level name, so replacing it reroutes only adapters",
+        written_against="transformers==5.23.0, accelerate==1.15.0",
+        source_sha256="c3e05a215cb63cadd5150bd5614197b2af019ac94a3b4d8c957e41920b1d2bcc",
+        relies_on=(
+            (
+                "transformers.trainer.Trainer._run_epoch",
+                "31aff00f34c302a241b458727e59ae4befab906c51632831b90f6dac4357b823",
+            ),
+        ),
     ),
     Patch(
         target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter",
-        installed_by="training.resume:enable_resume",
+        installed_by="training.resume:_wrap_adapter_factory",
         why="its instance's class is swapped for a subclass whose `set_epoch` is forwarded and restarts the "
         "pass, and which skips resumed SP micro-steps after `set_epoch` (uses `iter`, `micro_batches`)",
         written_against="deepspeed==0.19.8",
         source_sha256="1a44b6968527160c2b6bcf43bf0c8f8bfaead68e03d00fcd2d6dec47bc55951d",
+    ),
+    Patch(
+        target="accelerate.accelerator.Accelerator.deepspeed_ulysses_dl_adapter",
+        installed_by="training.resume:_wrap_adapter_factory",
+        why="replaced on the trainer's accelerator instance so the adapter it builds gets the set_epoch subclass",
+        written_against="accelerate==1.15.0",
+        source_sha256="7a03bf63ad71b1b540e1d74e467220b9efc400b4400c2db9efcd98a36d3f4065",
     ),
     Patch(
         target="accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
@@ -66,8 +100,71 @@ PATCHES: tuple[Patch, ...] = (
     Patch(
         target="transformers.integrations.sdpa_attention.sdpa_attention_forward",
         installed_by="training.isolation:install_document_isolation",
-        why="`sdpa` in AttentionInterface is replaced by the per-document isolated sdpa for packed rows under SP",
+        why="`sdpa` in AttentionInterface is replaced by the per-document isolated sdpa for packed rows under SP; "
+        "DeepSpeed's Ulysses wrapper wraps whatever `sdpa` names and hands it the all-gathered position_ids",
+        written_against="transformers==5.23.0, deepspeed==0.19.8",
+        source_sha256="e3d016070b6ac957cd7b419a9f3572c8caafa0c0e1d135e70afb80e9c495eb8d",
+        relies_on=(
+            (
+                "transformers.modeling_utils.AttentionInterface",
+                "6ed7bf8337578f6a92a233abcfe3dbffe7a7506f0d7643f72d96317a77b704af",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",
+                "c4832fb77b88faf837a26e365a37599db1089e0bb5f01debff0e9824928657f7",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
+                "2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.llama.modeling_llama.LlamaMLP.forward",
+        installed_by="training.alst:enable_tiled_mlp",
+        why="`tiled_mlp`: each gated MLP instance's forward (Llama, Qwen3, ...) runs in sequence tiles through "
+        "DeepSpeed's TiledMLP; zero padding assumes a bias-free gate/up/down MLP",
+        written_against="transformers==5.23.0, deepspeed==0.19.8",
+        source_sha256="03df2d7685cf8446594448cbd33ef676a2b088779d99d9803abe3bed2ec7ad9b",
+        relies_on=(
+            (
+                "transformers.models.qwen3.modeling_qwen3.Qwen3MLP.forward",
+                "03df2d7685cf8446594448cbd33ef676a2b088779d99d9803abe3bed2ec7ad9b",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.TiledMLP",
+                "41e69bd4df92c91d0ec440ed1d9c4f2de71f4a99431768cfde3949337f4946e1",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.llama.modeling_llama.LlamaDecoderLayer.forward",
+        installed_by="training.alst:enable_activation_checkpoint_offload",
+        why="`activation_checkpoint_offload`: each checkpointed decoder layer instance's forward runs under "
+        "saved-tensor hooks that move its inputs to host memory; relies on GradientCheckpointingLayer "
+        "checkpointing `forward` (not `__call__`) so the bound forward is the checkpoint wrapper",
         written_against="transformers==5.23.0",
+        source_sha256="75d1d62e173e8c574b8a61338d1fa5052774d13b848eecd282cde88cd6690b8e",
+        relies_on=(
+            (
+                "transformers.modeling_layers.GradientCheckpointingLayer",
+                "4d3925c00d58b7716e79c36b26c2ff878bec6356c3a512193269b3c3542ec815",
+            ),
+        ),
+    ),
+    Patch(
+        target="accelerate.utils.dataclasses.DeepSpeedPlugin",
+        installed_by="training.universal:use_universal_if_needed",
+        why="the plugin's `deepspeed_config` dict gets `checkpoint.load_universal: true` before the engine is "
+        "built, so a converted checkpoint resumes on another mesh; DeepSpeed reads it in its config class",
+        written_against="accelerate==1.15.0, deepspeed==0.19.8",
+        source_sha256="3d65defc0cef2a58a5ac5b818adf0c1058c09d377d53cc06ba8fc850c788ef08",
+        relies_on=(
+            (
+                "deepspeed.runtime.config.DeepSpeedConfig._initialize_params",
+                "ccf7da2da6a0dee9a5be741cf701b8970ea566d4e856f312e1f659c812f2df8a",
+            ),
+        ),
     ),
     Patch(
         target="transformers.masking_utils.sdpa_mask",
@@ -116,7 +213,72 @@ PATCHES: tuple[Patch, ...] = (
         written_against="transformers==5.23.0",
         source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
     ),
-    # Per-instance `forward` replacements (training/alst.py: TiledMLP on each MLP, host offload around each
-    # checkpointed decoder layer) and the universal-checkpoint config mutation (training/resume.py) are
-    # listed here by the structure work; add every new patch to this tuple.
 )
+
+
+def resolve(dotted: str):
+    """The object a dotted path names: the longest importable module prefix, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ImportError(f"{dotted}: no importable module prefix")
+
+
+def fingerprint(dotted: str) -> str:
+    """sha256 of the upstream source of the object at `dotted`; refuses an object already replaced by us."""
+    obj = resolve(dotted)
+    module = getattr(inspect.unwrap(obj), "__module__", "") or ""
+    if module.split(".")[0] in FIRST_PARTY:
+        raise ValueError(f"{dotted} is already replaced in this process (by {module}); fingerprint a fresh one")
+    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
+
+
+def recorded(patches=PATCHES) -> dict[str, str | None]:
+    """Every fingerprinted path with its recorded hash (targets and what they rely on)."""
+    out: dict[str, str | None] = {}
+    for patch in patches:
+        out[patch.target] = patch.source_sha256
+        out.update(dict(patch.relies_on))
+    return out
+
+
+def mismatches(patches=PATCHES) -> list[str]:
+    """One line per path whose upstream source is gone or differs from the recorded fingerprint."""
+    lines = []
+    for patch in patches:
+        for path, sha in {patch.target: patch.source_sha256, **dict(patch.relies_on)}.items():
+            try:
+                now = fingerprint(path)
+            except (ImportError, AttributeError, OSError, TypeError, ValueError) as exc:
+                lines.append(f"{path}: cannot fingerprint ({exc}); patch installed by {patch.installed_by}")
+                continue
+            if sha is not None and now != sha:
+                lines.append(
+                    f"{path}: upstream source changed (sha256 {now}, recorded {sha} for "
+                    f"{patch.written_against}); re-read {patch.installed_by} against it and update training/patches.py"
+                )
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.patches", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--print", action="store_true", help="print the current fingerprints as JSON")
+    args = parser.parse_args(argv)
+    if args.print:
+        print(json.dumps({path: fingerprint(path) for path in recorded()}, indent=2))
+        return 0
+    lines = mismatches()
+    for line in lines:
+        print(f"error: {line}", file=sys.stderr)
+    print(f"[patches] {len(PATCHES)} patches, {len(recorded())} upstream sources checked, {len(lines)} changed")
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -83,10 +83,11 @@ def _wrap_adapter_factory(accelerator) -> None:
             accelerator.print("[mesh] no per-rank loader shard to relabel: sp x dp keeps DeepSpeed's data order")
         adapter = make_adapter(dl, model)
         if type(adapter) is UlyssesSPDataLoaderAdapter:
-            adapter.__class__ = ResumableSPAdapter  # adds a method only; the state is DeepSpeed's own
+            # registered in training/patches.py (adds a method only; the state is DeepSpeed's own)
+            adapter.__class__ = ResumableSPAdapter
         return adapter
 
-    accelerator.deepspeed_ulysses_dl_adapter = deepspeed_ulysses_dl_adapter
+    accelerator.deepspeed_ulysses_dl_adapter = deepspeed_ulysses_dl_adapter  # registered in training/patches.py
 
 
 class TopologyRecorder(TrainerCallback):
@@ -130,5 +131,6 @@ def enable_resume(trainer, recipe: str | None = None, checkpoint: str | None = N
     use_universal_if_needed(trainer.accelerator, checkpoint, mesh)
     _wrap_adapter_factory(trainer.accelerator)
     # transformers.trainer calls the module-level name; the replacement only differs for SP adapters.
+    # registered in training/patches.py
     hf_trainer.skip_first_batches = sp_aware_skip_first_batches
     trainer.add_callback(TopologyRecorder(trainer.accelerator, recipe))

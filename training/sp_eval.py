@@ -40,6 +40,7 @@ def keep_sp_in_eval() -> None:
         return upstream(cls, *args, **kwargs)
 
     register_with_transformers.__wrapped__ = upstream  # accelerate inspects the signature for the keyword
+    # registered in training/patches.py
     UlyssesSPAttentionHF.register_with_transformers = classmethod(register_with_transformers)
     _installed["done"] = True
 
@@ -141,6 +142,7 @@ def enable_sp_eval(trainer) -> None:
         output.metrics[f"{metric_key_prefix}_label_tokens"] = tokens
         return output
 
+    # registered in training/patches.py (all three)
     trainer.get_eval_dataloader = get_eval_dataloader
     trainer.compute_loss = compute_loss
     trainer.evaluation_loop = evaluation_loop

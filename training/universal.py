@@ -54,6 +54,7 @@ def use_universal_if_needed(accelerator, checkpoint_dir: str | None, topology: d
     if all(saved.get(key, value) == value for key, value in topology.items() if key in ("world_size", "sp_size")):
         return False
     plugin = accelerator.state.deepspeed_plugin
+    # registered in training/patches.py: DeepSpeed reads this key when the engine is built
     plugin.deepspeed_config.setdefault("checkpoint", {})["load_universal"] = True
     accelerator.print(f"[resume] {checkpoint_dir} was saved on another mesh: loading its universal checkpoint")
     return True

@@ -1,0 +1,114 @@
+"""A recipe copied out of this repository, with exactly the files the README lists, trains on its own.
+
+The copy goes to an empty folder outside the repository and runs through `accelerate launch` with the copied
+accelerate YAML and DeepSpeed JSON; nothing is installed. The shared environment has this repository installed
+in editable mode, whose import hook would quietly supply any package the copy lacks, so the launches run with
+a `sitecustomize` (test-owned, outside the copy) that removes that hook: a file missing from the documented set
+fails the run. The data step runs this repository's `data_prep` against the copy (a tool, not a run-time
+dependency, as the README says); it writes the prepared rows and their manifest inside the copy.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers.launch import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
+pytestmark = pytest.mark.distributed
+
+NO_EDITABLE_HOOK = """\
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "").lower()]
+"""
+
+
+def documented_set() -> list[str]:
+    """The paths in the README's copy-out block (the fenced block after `<!-- copy-out set -->`)."""
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- copy-out set -->\s*```text\n(.*?)```", text, re.DOTALL)
+    assert block, "README.md lost its `<!-- copy-out set -->` block"
+    return block.group(1).split()
+
+
+def copy_set(paths: list[str], dest: Path) -> None:
+    for rel in paths:
+        src = REPO / rel
+        assert src.exists(), f"README's copy-out set names {rel}, which does not exist"
+        if src.is_dir():
+            shutil.copytree(src, dest / rel, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def isolated_env(tmp: Path, copy: Path) -> dict:
+    hook = tmp / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(NO_EDITABLE_HOOK)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "PYTHONPATH": f"{copy}{os.pathsep}{hook}", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+def launch(copy: Path, env: dict, *overrides: str) -> subprocess.CompletedProcess:
+    recipe = yaml.safe_load((copy / RECIPE).read_text())
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", recipe["accelerate_config"]]
+    cmd += ["--main_process_port", str(free_port()), "recipes/sft.py", "--config", RECIPE, *overrides]
+    return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def prepare_data(copy: Path) -> None:
+    """This repository's data_prep, importing the copy's `config` (first on the path), run in the copy."""
+    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{REPO}", "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "data_prep", "--recipe", RECIPE]
+    proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_the_documented_set_is_what_the_recipe_names():
+    recipe = yaml.safe_load((REPO / RECIPE).read_text())
+    accelerate = yaml.safe_load((REPO / recipe["accelerate_config"]).read_text())
+    named = {RECIPE, recipe["accelerate_config"], accelerate["deepspeed_config"]["deepspeed_config_file"]}
+    named |= {recipe["model_name_or_path"] + "/", recipe["dataset_name"] + "/"}
+    assert set(documented_set()) == named | {"recipes/sft.py", "config/", "training/"}
+
+
+@pytest.fixture(scope="module")
+def copied(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("copy-out")
+    assert not tmp.resolve().is_relative_to(REPO)
+    copy = tmp / "team-repo"
+    copy.mkdir()
+    copy_set(documented_set(), copy)
+    return tmp, copy
+
+
+def test_the_copied_recipe_trains_from_an_empty_folder(copied):
+    tmp, copy = copied
+    prepare_data(copy)
+    out = copy / "outputs" / "copied"
+    proc = launch(copy, isolated_env(tmp, copy), "--max_steps", "3", "--logging_steps", "1", "--output_dir", str(out))
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    assert "[mesh] world=2: dp_replicate=1 x dp_shard=1 x sp=2" in log
+    assert f"[done] model saved to {out}" in log and (out / "model.safetensors").is_file()
+
+
+def test_a_file_missing_from_the_set_fails(copied, tmp_path):
+    _, copy = copied
+    partial = tmp_path / "partial"
+    shutil.copytree(copy, partial, ignore=shutil.ignore_patterns("outputs", "data"))
+    shutil.rmtree(partial / "config")  # the bottom layer, which the editable install would otherwise supply
+    # One process is enough to fail an import (a launch would start three to fail the same way).
+    cmd = [sys.executable, "recipes/sft.py", "--config", RECIPE]
+    env = isolated_env(tmp_path, partial)
+    proc = subprocess.run(cmd, cwd=partial, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0
+    assert "No module named 'config'" in proc.stderr, proc.stderr[-3000:]

@@ -1,0 +1,152 @@
+"""Every replacement of upstream code is in training/patches.py, and its upstream source is what it was written for.
+
+Three guards: the recorded fingerprints match the installed upstream source (checked in a fresh interpreter,
+because tests in this process may already have installed some of the patches); every patch site in the code
+(found by reading the code's syntax tree, not by a list kept here) is registered and says so in a comment;
+every registered installer exists.
+"""
+
+import ast
+import dataclasses
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training.patches import PATCHES, mismatches
+
+REPO = Path(__file__).resolve().parents[1]
+MARK = "registered in training/patches.py"
+MOCK_PATCH_CALLS = {"mock.patch", "mock.patch.object", "patch", "patch.object", "unittest.mock.patch"}
+
+
+def dotted(node) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _is_function(node, defined: set[str]) -> bool:
+    if isinstance(node, ast.Call) and dotted(node.func) in ("classmethod", "staticmethod", "functools.partial"):
+        return any(_is_function(arg, defined) for arg in node.args)
+    return isinstance(node, ast.Lambda) or (isinstance(node, ast.Name) and node.id in defined)
+
+
+def _site_kind(node, defined: set[str]) -> str | None:
+    """What kind of upstream replacement this node is, or None."""
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if not isinstance(target, ast.Attribute) or dotted(target.value) in ("self", "cls"):
+                continue
+            if target.attr == "__class__":
+                return "__class__ swap"
+            if _is_function(node.value, defined):
+                return f"`{dotted(target)}` assigned a function"
+    if isinstance(node, ast.Call):
+        name = dotted(node.func)
+        if name in MOCK_PATCH_CALLS:
+            return "mock.patch"
+        if name.endswith("Interface.register"):
+            return f"{name}(...)"
+        if name == "setattr" and len(node.args) == 3 and _is_function(node.args[2], defined):
+            return "setattr(..., function)"
+    return None
+
+
+def patch_sites(source: str, module: str) -> list[tuple[int, str, str]]:
+    """(line, kind, `module:outermost function`) for every upstream replacement in one file's source."""
+    tree = ast.parse(source)
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    sites = []
+    for top in tree.body:
+        owner = f"{module}:{top.name}" if isinstance(top, ast.FunctionDef | ast.ClassDef) else f"{module}:<module>"
+        for node in ast.walk(top):
+            kind = _site_kind(node, defined)
+            if kind:
+                sites.append((node.lineno, kind, owner))
+    return sites
+
+
+def our_python_files() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return [REPO / p for p in out.split() if not p.startswith("tests/")]
+
+
+def test_every_upstream_source_matches_its_fingerprint():
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "training.patches"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{len(PATCHES)} patches" in proc.stdout
+
+
+def test_a_changed_upstream_source_fails_naming_the_patch():
+    # Recording another hash is what an upgrade of the upstream code looks like to the check.
+    tiled = next(p for p in PATCHES if p.installed_by == "training.alst:enable_tiled_mlp")
+    changed = dataclasses.replace(tiled, source_sha256="0" * 64)
+    lines = mismatches((changed,))
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{tiled.target}: upstream source changed") and "training.alst" in lines[0]
+    assert mismatches((tiled,)) == []
+
+
+def test_every_patch_site_is_registered_and_marked():
+    registered = {p.installed_by for p in PATCHES}
+    unregistered, unmarked = [], []
+    for path in our_python_files():
+        rel = path.relative_to(REPO)
+        source = path.read_text()
+        lines = source.splitlines()
+        module = ".".join(rel.with_suffix("").parts)
+        for line, kind, owner in patch_sites(source, module):
+            if owner not in registered:
+                unregistered.append(f"{rel}:{line}: {kind} in {owner}")
+            if not any(MARK in text for text in lines[max(0, line - 4) : line]):
+                unmarked.append(f"{rel}:{line}: {kind} (add `# {MARK}` on or just above it)")
+    problems = [f"missing from training/patches.py PATCHES: {site}" for site in unregistered] + unmarked
+    assert not problems, "\n".join(problems)
+
+
+def test_the_scanner_finds_each_kind_of_site():
+    source = (
+        "import transformers.trainer as hf\n"
+        "from unittest import mock\n"
+        "def mine(*a): ...\n"
+        "def install(layer, obj):\n"
+        "    hf.skip_first_batches = mine\n"
+        "    layer.forward = lambda x: x\n"
+        "    obj.__class__ = int\n"
+        "    AttentionInterface.register('sdpa', mine)\n"
+        "    setattr(layer, 'forward', mine)\n"
+        "    hf.Cls.method = classmethod(mine)\n"
+        "    with mock.patch('a.b', return_value=1):\n"
+        "        pass\n"
+        "    self_value = 3\n"
+        "class Holder:\n"
+        "    def __init__(self):\n"
+        "        self.callback = mine\n"
+    )
+    sites = patch_sites(source, "pkg.mod")
+    assert sorted(line for line, _, _ in sites) == [5, 6, 7, 8, 9, 10, 11]
+    assert {owner for _, _, owner in sites} == {"pkg.mod:install"}
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.target.rsplit(".", 2)[-2] + "." + p.target.rsplit(".")[-1])
+def test_installer_exists_and_is_marked(patch):
+    module_name, _, function = patch.installed_by.partition(":")
+    module = importlib.import_module(module_name)
+    assert callable(getattr(module, function, None)), f"{patch.installed_by} does not exist"
+    assert MARK in Path(module.__file__).read_text(), f"{module.__file__} lacks `# {MARK}`"
+    assert patch.written_against and "==" in patch.written_against
