@@ -117,7 +117,7 @@ def test_resume_on_another_mesh_is_refused_before_launch(runs):
     argv += ["--accelerate_config", "accelerate_configs/cpu-sp4.yaml", "--resume_from_checkpoint", str(checkpoint)]
     with pytest.raises(RecipeError) as exc:
         parse_recipe(argv)
-    (problem,) = [p for p in exc.value.problems if "resume_from_checkpoint" in p]
+    (problem,) = [str(p) for p in exc.value.problems if "resume_from_checkpoint" in str(p)]
     assert "world_size=2, sp_size=2" in problem and "world_size=4, sp_size=4" in problem
     assert "python -m training.universal" in problem
 
