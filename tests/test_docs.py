@@ -230,7 +230,7 @@ def check_python(text: str) -> list[str]:
     first = ours[1:2] if ours[:1] == ["plan"] else ours[:1]  # the recipe comes first, as the docs write it
     if cmd[0] == "-m" and cmd[1] in RECIPE_CLIS and first and not first[0].startswith("-"):
         problems += recipe_problem(first[0])
-    if "--recipe" in ours:
+    if "--recipe" in ours[:-1]:
         problems += recipe_problem(ours[ours.index("--recipe") + 1])
     return problems
 

@@ -52,7 +52,7 @@ def install(sp_size: int) -> bool:
         return False
     if not 1 < sp_size < dist.get_world_size():
         return False
-    dist_fn._AlltoAll.forward = staticmethod(forward)
+    dist_fn._AlltoAll.forward = staticmethod(forward)  # registered in training/patches.py
     return True
 
 

@@ -66,7 +66,7 @@ def install_token_weighted_sp_loss(trainer) -> bool:
         count_step_label_tokens(trainer, batch_samples)
         return batch_samples, num_items_in_batch
 
-    trainer.get_batch_samples = counting_get_batch_samples
+    trainer.get_batch_samples = counting_get_batch_samples  # registered in training/patches.py
     trainer.loss_is_scaled_for_ga = True  # the Trainer must not divide by the accumulation steps again
-    hf_trainer.deepspeed_sp_compute_loss = token_weighted_sp_compute_loss
+    hf_trainer.deepspeed_sp_compute_loss = token_weighted_sp_compute_loss  # registered in training/patches.py
     return True
