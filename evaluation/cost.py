@@ -17,11 +17,11 @@ DEFAULT_PEAK = 989e12  # dense bf16 of an H100/H200 (training/metrics.py); the r
 
 
 def forward_flops(config: dict, seq_len: int) -> float:
-    from training.metrics import flops_per_token_pair
+    """One forward over one example of `seq_len` tokens, causal attention counted (training/flops.py)."""
+    from training.flops import FlopCounts
 
-    text = config.get("text_config", config)
-    linear, attention = flops_per_token_pair(SimpleNamespace(**text))
-    return linear / 3 * seq_len + attention / 3 * seq_len * seq_len
+    counts = FlopCounts.from_config(SimpleNamespace(**config.get("text_config", config)))
+    return seq_len * (counts.layers + counts.head) + counts.attention * seq_len * (seq_len + 1) / 2
 
 
 def grid_cost(recipe: str, overrides: list[str], lengths: list[int], per_length: int) -> dict | None:
