@@ -9,7 +9,8 @@ and every id list across processes for no gain.
 The ids are those of `tokenizer(texts)` / `apply_chat_template(..., return_assistant_tokens_mask=True)`
 (tests/test_data_prep_tokenize.py checks it): BOS from the tokenizer's own post-processor, EOS appended
 to `text` documents and completions so the model learns where a document ends, chats as their template
-renders them. Only chats pay for character offsets, which their assistant masks need.
+renders them. Assistant masks come from the ids for byte-level BPEs (data_prep/chat_masks.py) and from
+character offsets otherwise.
 """
 
 import os
@@ -22,6 +23,7 @@ from itertools import chain
 
 import numpy as np
 
+from data_prep.chat_masks import ByteMasks
 from data_prep.errors import PrepError
 
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
@@ -81,6 +83,7 @@ class BatchEncoder:
         self.backend.no_padding()
         self.eos = tok.eos_token_id
         self.render_lock = threading.Lock()  # rendering is Python (GIL-bound) anyway; encoding runs in parallel
+        self.byte_masks = ByteMasks.of(self.backend)  # None: chats pay for character offsets
 
     def ids(self, texts: list[str], special: bool) -> list[list[int]]:
         return [e.ids for e in self.backend.encode_batch_fast(texts, add_special_tokens=special)]
@@ -115,7 +118,10 @@ class BatchEncoder:
         return self.chats(payloads)
 
     def chats(self, conversations: list[list[dict]]) -> Encoded:
-        """Render with the chat template, tokenize with offsets, mark the `{% generation %}` spans' tokens."""
+        """Render with the chat template, tokenize, mark the `{% generation %}` spans' tokens.
+
+        Byte-level BPEs get the marks from the ids (data_prep/chat_masks.py); others, and any batch that
+        check refuses, from the tokenizer's character offsets, as transformers computes them."""
         from transformers.utils.chat_template_utils import render_jinja_template
 
         conversations = [[{k: v for k, v in m.items() if v is not None} for m in conv] for conv in conversations]
@@ -126,13 +132,33 @@ class BatchEncoder:
                 return_assistant_tokens_mask=True,
                 **self.tok.special_tokens_map,
             )
+        if self.byte_masks is None:
+            return self.offset_masks(rendered, spans)
+        usable = [self.byte_masks.usable(t, s) for t, s in zip(rendered, spans, strict=True)]
+        by_bytes = [i for i, ok in enumerate(usable) if ok]
+        if len(by_bytes) == len(rendered):
+            return self.byte_encoded(rendered, spans) or self.offset_masks(rendered, spans)
+        by_offsets = [i for i, ok in enumerate(usable) if not ok]
+        parts = [(by_offsets, self.offset_masks([rendered[i] for i in by_offsets], [spans[i] for i in by_offsets]))]
+        if by_bytes:
+            texts, doc_spans = [rendered[i] for i in by_bytes], [spans[i] for i in by_bytes]
+            parts.append((by_bytes, self.byte_encoded(texts, doc_spans) or self.offset_masks(texts, doc_spans)))
+        return _in_order(parts, len(rendered))
+
+    def byte_encoded(self, rendered: list[str], spans: list) -> Encoded | None:
+        ids, lengths = _flat(self.ids(rendered, special=False))
+        trainable = self.byte_masks.masks(rendered, spans, ids, lengths)
+        return None if trainable is None else Encoded(ids, trainable, lengths)
+
+    def offset_masks(self, rendered: list[str], spans: list) -> Encoded:
+        """The marks from character offsets, exactly as apply_chat_template(return_assistant_tokens_mask=True)."""
         encodings = self.backend.encode_batch(rendered, add_special_tokens=False)
         ids, lengths = _flat([e.ids for e in encodings])
         # +1 at a span's first token, -1 after its last: a running sum marks the trained tokens
         edges = np.zeros(len(ids) + 1, np.int32)
         start = 0
         for enc, doc_spans, n in zip(encodings, spans, lengths.tolist(), strict=True):
-            for first_char, end_char in doc_spans:  # as apply_chat_template(return_assistant_tokens_mask=True)
+            for first_char, end_char in doc_spans:
                 first, last = enc.char_to_token(first_char), enc.char_to_token(end_char - 1)
                 if first is None:
                     break
@@ -140,6 +166,17 @@ class BatchEncoder:
                 edges[start + (last + 1 if last else n)] -= 1  # `if last`, not `is not None`: as transformers
             start += n
         return Encoded(ids, np.cumsum(edges[:-1]) > 0, lengths)
+
+
+def _in_order(parts: list[tuple[list[int], Encoded]], n: int) -> Encoded:
+    """Documents encoded in groups, each (their positions in the batch, Encoded), back in batch order."""
+    pieces: list = [None] * n
+    for where, enc in parts:
+        ends = np.cumsum(enc.lengths)
+        for i, start, end in zip(where, (ends - enc.lengths).tolist(), ends.tolist(), strict=True):
+            pieces[i] = (enc.ids[start:end], enc.trainable[start:end])
+    lengths = np.array([len(ids) for ids, _ in pieces], np.int64)
+    return Encoded(np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]), lengths)
 
 
 class Encoder:

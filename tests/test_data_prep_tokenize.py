@@ -79,3 +79,77 @@ def test_chats_encode_in_two_threads_at_once(tok):
     finally:
         encoder.close()
     assert got == want
+
+
+# Chats whose assistant marks are computed from ids alone (data_prep/chat_masks.py) must match transformers'
+# offsets-based marks exactly: multi-byte characters split over tokens, text that NFC changes (sent to the
+# offsets path), empty assistant turns, and (ENDS_IN_CONTENT) spans ending on a multi-byte character.
+HARD_CHATS = [
+    *CHATS,
+    [{"role": "user", "content": "é ü 日本 🙂"}, {"role": "assistant", "content": "\n\n  é日本🙂 x"}],
+    [{"role": "user", "content": "cafe\u0301 (not NFC)"}, {"role": "assistant", "content": "cafe\u0301"}],
+    [{"role": "user", "content": "a"}, {"role": "assistant", "content": ""}],
+    [{"role": "user", "content": "x"}, {"role": "assistant", "content": "日本"}, {"role": "user", "content": "ok"}],
+]
+
+
+def _tokenizer(normalizer=None, prefix_space=False):
+    from tokenizers import normalizers, pre_tokenizers
+
+    t = AutoTokenizer.from_pretrained(TOKENIZER)
+    if normalizer == "nfc":
+        t.backend_tokenizer.normalizer = normalizers.NFC()
+    if normalizer == "lowercase":
+        t.backend_tokenizer.normalizer = normalizers.Lowercase()
+    if prefix_space:
+        t.backend_tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    return t
+
+
+@pytest.mark.parametrize(
+    ("variant", "by_bytes"),
+    [({}, True), ({"normalizer": "nfc"}, True), ({"normalizer": "lowercase"}, False), ({"prefix_space": True}, False)],
+    ids=["byte-level", "byte-level+NFC", "lowercase (offsets)", "prefix space (offsets)"],
+)
+def test_chat_marks_from_ids_are_transformers_marks(variant, by_bytes):
+    t = _tokenizer(**variant)
+    encoder = BatchEncoder(t)
+    assert (encoder.byte_masks is not None) == by_bytes
+    want = t.apply_chat_template(HARD_CHATS, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    ids, masks = split(encoder("messages", HARD_CHATS * 3))
+    assert ids == want["input_ids"] * 3
+    assert masks == [[bool(b) for b in m] for m in want["assistant_masks"]] * 3
+
+
+ENDS_IN_CONTENT = (
+    "{% for m in messages %}{{ m['role'] + ': ' }}{% if m['role'] == 'assistant' %}{% generation %}"
+    "{{ m['content'] }}{% endgeneration %}{% else %}{{ m['content'] }}{% endif %}{{ '<|end_of_text|>' }}{% endfor %}"
+)
+
+
+def test_spans_ending_on_a_multibyte_character_mark_as_transformers_does():
+    t = _tokenizer()
+    t.chat_template = ENDS_IN_CONTENT
+    replies = ("日本", "ab日", "🙂x🙂")
+    chats = [[{"role": "user", "content": "x"}, {"role": "assistant", "content": c}] for c in replies]
+    want = t.apply_chat_template(chats, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    encoder = BatchEncoder(t)
+    ids, masks = split(encoder("messages", chats))
+    assert encoder.byte_masks is not None and ids == want["input_ids"]
+    assert masks == [[bool(b) for b in m] for m in want["assistant_masks"]]
+
+
+def test_the_byte_path_is_taken_for_ascii_chats_and_refuses_a_wrong_vocabulary(tok):
+    """The fast path really runs (else the test above proves only the fallback); and a byte table that does
+    not spell the text (one token a byte too long) is refused, not turned into shifted marks."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    encoder = BatchEncoder(tok)
+    template = {"chat_template": tok.chat_template, "return_assistant_tokens_mask": True}
+    rendered, spans = render_jinja_template(conversations=CHATS, **template, **tok.special_tokens_map)
+    assert all(encoder.byte_masks.usable(t, s) for t, s in zip(rendered, spans, strict=True))
+    fast = encoder.byte_encoded(rendered, spans)
+    slow = encoder.offset_masks(rendered, spans)
+    assert fast is not None and fast.trainable.tolist() == slow.trainable.tolist()
+    encoder.byte_masks.token_bytes[fast.ids[3]] += 1
+    assert encoder.byte_encoded(rendered, spans) is None
