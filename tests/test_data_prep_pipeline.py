@@ -8,7 +8,6 @@ import pytest
 from datasets import load_from_disk
 from transformers import AutoTokenizer
 
-from data_prep import pipeline
 from data_prep.config import PrepConfig
 from data_prep.errors import PrepError
 from data_prep.pipeline import prepare
@@ -174,7 +173,7 @@ def test_an_interrupted_write_leaves_nothing_that_looks_complete(tmp_path, monke
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # as if the run were stopped after the dataset was written
 
-    monkeypatch.setattr(pipeline, "save_plot", killed)
+    monkeypatch.setattr("data_prep.plot.save_plot", killed)
     with pytest.raises(KeyboardInterrupt):
         run(cfg)
     assert not cfg.dataset_dir().exists() and not list((tmp_path / "out").iterdir())
