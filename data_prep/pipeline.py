@@ -163,12 +163,16 @@ class Preparer:
         if fmt == "messages":
             check_chat_template(tok, self.cfg.tokenizer, self.cfg.chat_template)
         store = SegmentStore(writer.tmp / SPILL)
-        threading.Thread(target=_import_second_pass_modules, name="imports", daemon=True).start()
+        # Joined before the second pass: no import is ever half done in another thread while rows are written
+        # (a signal or a lazy import of the writer's must not meet a module the thread is still initialising).
+        imports = threading.Thread(target=_import_second_pass_modules, name="imports", daemon=True)
+        imports.start()
         try:
             self.first_pass(fmt, records, encoder, store, progress)
         finally:
             encoder.close()
             store.close()
+            imports.join()
         self.counts.documents_in = self.counts.rows_read
         if self.counts.documents_out == 0 and self.readable and not self.with_columns:
             raise self.absent_columns(fmt)
