@@ -1,15 +1,18 @@
-"""What a retrieval grid costs on a recipe's mesh, before anything runs (`python -m evaluation RECIPE --dry-run`).
+"""What a retrieval grid costs on a recipe's mesh: estimated before anything runs (`--dry-run`), measured after.
 
 Memory: the eval is one forward of each example through the training mesh, so memory_plan's estimate of a
 training step at the same length is an upper bound per rank (a forward keeps no gradients, no optimizer work
 and no activation checkpoints; the LM head runs on the answer positions only, so no [sequence, vocab] logits).
 
-Time: forward FLOPs per example of S tokens, with training/metrics.py's coefficients (which count
-forward + backward as 3 forwards): F = 2 * P * S + 4 * L * H * d * S^2 (the full S^2: causal kernels skip about
-half, so this is an upper bound on the work). The grid's FLOPs over (world size x peak x an assumed MFU)
-give the wall time; the MFU is an assumption, not a measurement, and is printed with the estimate.
+Time: forward FLOPs per example of S tokens with training/flops.py's coefficients, F = S * 2 * P_layers +
+4 * L * H * d * S (S + 1) / 2 (causal attention over one document; the LM head, which runs on a handful of
+answer positions, is left out). The grid's FLOPs over (world size x peak x an assumed MFU) give the wall
+time; the MFU is an assumption, printed with the estimate. A real run records each example's seconds and
+(on a GPU) peak memory, and `measured_cost` turns them into the achieved FLOP rate per GPU for each length,
+so the assumption can be checked against the recipe's own hardware.
 """
 
+import statistics
 from types import SimpleNamespace
 
 ASSUMED_MFU = 0.35
@@ -17,11 +20,11 @@ DEFAULT_PEAK = 989e12  # dense bf16 of an H100/H200 (training/metrics.py); the r
 
 
 def forward_flops(config: dict, seq_len: int) -> float:
-    """One forward over one example of `seq_len` tokens, causal attention counted (training/flops.py)."""
+    """One eval forward of `seq_len` tokens: decoder layers and causal attention (training/flops.py)."""
     from training.flops import FlopCounts
 
-    counts = FlopCounts.from_config(SimpleNamespace(**config.get("text_config", config)))
-    return seq_len * (counts.layers + counts.head) + counts.attention * seq_len * (seq_len + 1) / 2
+    counts = FlopCounts.from_config(SimpleNamespace(**(config.get("text_config") or config)))
+    return seq_len * counts.layers + counts.attention * seq_len * (seq_len + 1) / 2
 
 
 def grid_cost(recipe: str, overrides: list[str], lengths: list[int], per_length: int) -> dict | None:
@@ -55,3 +58,39 @@ def cost_line(cost: dict | None) -> str:
         f"{cost['mfu']:.0%} MFU of {DEFAULT_PEAK / 1e12:.0f} TFLOP/s on {cost['world']} GPUs: "
         f"{cost['hours'] * 60:,.1f} min; memory {memory}"
     )
+
+
+def measured_cost(results: list[dict], config: dict, sp: int) -> list[dict]:
+    """Per length: examples, median seconds per example, the largest peak GiB on a rank (GPU only, else None) and
+    the achieved TFLOP/s per GPU (forward FLOPs of the example over its median seconds, shared by the sp ranks
+    that ran it). The median keeps the first example's warm-up (kernel selection, first ZeRO gathers) out."""
+    out = []
+    for length in sorted({r["length"] for r in results}):
+        rows = [r for r in results if r["length"] == length and r.get("seconds")]
+        if not rows:
+            continue
+        seconds = statistics.median(r["seconds"] for r in rows)
+        peaks = [r["peak_gib"] for r in rows if r.get("peak_gib") is not None]
+        out.append(
+            {
+                "length": length,
+                "examples": len(rows),
+                "median_seconds": seconds,
+                "peak_gib": max(peaks) if peaks else None,
+                "tflops_per_gpu": forward_flops(config, length) / seconds / sp / 1e12,
+            }
+        )
+    return out
+
+
+def measured_lines(measured: list[dict]) -> list[str]:
+    """One line per length for the terminal (MFU against DEFAULT_PEAK only where a GPU's peak memory was read)."""
+    lines = []
+    for m in measured:
+        line = f"[eval] measured at {m['length']} tokens: {m['median_seconds']:.3g} s per example (median of "
+        line += f"{m['examples']}), {m['tflops_per_gpu']:.3g} TFLOP/s per GPU"
+        if m["peak_gib"] is not None:
+            line += f" ({m['tflops_per_gpu'] * 1e12 / DEFAULT_PEAK:.0%} of {DEFAULT_PEAK / 1e12:.0f}), peak "
+            line += f"{m['peak_gib']:.1f} GiB allocated on a rank"
+        lines.append(line)
+    return lines

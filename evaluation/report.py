@@ -87,5 +87,8 @@ def write_outputs(out: str, results: list[dict], meta: dict, compare: str | None
     title = f"{meta.get('recipe')} {meta.get('checkpoint') or '(starting model)'} at sp={meta.get('sp')}"
     heatmap(cells, folder / HEATMAP, base, title)
     print(text)
+    from evaluation.cost import measured_lines
+
+    print("\n".join(measured_lines(meta.get("measured") or [])))
     print(f"[eval] wrote {folder / RESULTS}, {folder / TABLE}, {folder / HEATMAP}")
     return doc

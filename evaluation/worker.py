@@ -9,10 +9,12 @@ head, so no [sequence, vocab] logits are ever built: a 256K-token example costs 
 
 import os
 import sys
+import time
 
 import torch
 
 from config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
+from evaluation.cost import measured_cost
 from evaluation.scoring import answer_sums, shard, shift_labels, verdict
 from evaluation.tasks import grid
 from training.shutdown import exit_cleanly
@@ -42,6 +44,7 @@ def prepare(model, sft):
 
     keep_sp_in_eval()  # before accelerate registers Ulysses attention
     acc = Accelerator(mixed_precision="bf16" if sft.bf16 else "no")
+    drop_optimizer_sections(acc)
     # A one-row loader fills DeepSpeed's `auto` micro-batch size (1, like training); it is not used.
     model.eval()
     model, _ = acc.prepare(model, DataLoader([0], batch_size=1))
@@ -50,6 +53,19 @@ def prepare(model, sft):
     from deepspeed.utils import groups
 
     return model, acc, groups._get_sequence_parallel_world_size(), groups._get_sequence_parallel_rank()
+
+
+def drop_optimizer_sections(acc) -> None:
+    """An eval steps no optimizer, so the DeepSpeed JSON's `optimizer` and `scheduler` sections go.
+
+    The GPU recipes' JSONs name DeepSpeed's AdamW with `lr: auto`, which the trainer fills from the recipe;
+    a model prepared alone has nothing to fill it with and accelerate refuses it ("`optimizer.params.lr` not
+    found in kwargs"). The ZeRO stage, offload and SP settings, which decide memory and numbers, stay.
+    """
+    plugin = acc.state.deepspeed_plugin
+    if plugin is not None:
+        for section in ("optimizer", "scheduler"):
+            plugin.deepspeed_config.pop(section, None)
 
 
 def lm_parts(model):
@@ -80,8 +96,21 @@ def score(model, example, sp: int, sp_rank: int, device) -> dict:
     return verdict(sums.cpu())
 
 
-def run(args, recipe, sft, model_args) -> list[dict] | None:
-    """Score the grid; returns every example's verdict on global rank 0 (None elsewhere)."""
+def timed_score(model, example, sp: int, sp_rank: int, device) -> dict:
+    """score() plus its wall seconds and, on a GPU, this rank's peak allocated memory during the example."""
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    row = score(model, example, sp, sp_rank, device)  # ends in a copy to the host: the device work is done
+    row["seconds"] = time.perf_counter() - start
+    row["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None
+    return row
+
+
+def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
+    """Score the grid; on global rank 0 returns (every example's verdict, the model's config), None elsewhere."""
     model, tok = load_model(recipe, sft, model_args, args.checkpoint)
     model, acc, sp, sp_rank = prepare(model, sft)
     dp, dp_rank = acc.num_processes // sp, acc.process_index // sp  # SP groups are consecutive ranks
@@ -90,17 +119,18 @@ def run(args, recipe, sft, model_args) -> list[dict] | None:
     for i, ex in enumerate(examples):
         if i % dp == dp_rank:
             mine.append({"task": ex.task, "length": ex.length, "depth": ex.depth, "sample": ex.sample})
-            mine[-1].update(score(model, ex, sp, sp_rank, acc.device))
+            mine[-1].update(timed_score(model, ex, sp, sp_rank, acc.device))
     gathered = [None] * acc.num_processes if acc.num_processes > 1 else [mine]
     if acc.num_processes > 1:
         torch.distributed.all_gather_object(gathered, mine)
     acc.wait_for_everyone()
     if not acc.is_main_process:
         return None
-    by_group = gathered[::sp]  # one copy per SP group
-    return sorted(
+    by_group = gathered[::sp]  # one copy per SP group (its first rank's timing and memory)
+    rows = sorted(
         (r for rows in by_group for r in rows), key=lambda r: (r["task"], r["length"], r["depth"], r["sample"])
     )
+    return rows, getattr(model, "module", model).config.to_dict()
 
 
 def check_launch(recipe) -> None:
@@ -132,10 +162,13 @@ def main(argv: list[str]) -> int:
         check_launch(recipe)
     except RecipeError as exc:
         exit_on_recipe_error(exc)
-    results = run(args, recipe, sft, model_args)
-    if results is not None:
-        meta = {"recipe": args.recipe, "checkpoint": args.checkpoint, "sp": recipe_topology(recipe).sp_size}
-        meta["world_size"] = recipe_topology(recipe).world_size
+    done = run(args, recipe, sft, model_args)
+    if done is not None:
+        results, model_config = done
+        topo = recipe_topology(recipe)
+        meta = {"recipe": args.recipe, "checkpoint": args.checkpoint, "sp": topo.sp_size}
+        meta["world_size"] = topo.world_size
+        meta["measured"] = measured_cost(results, model_config, topo.sp_size)
         write_outputs(args.out, results, meta, args.compare)
     exit_cleanly(0)  # barrier first: no rank tears down gloo while rank 0 still writes
 

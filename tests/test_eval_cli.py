@@ -52,3 +52,47 @@ def test_make_eval_on_the_tiny_recipe_writes_table_json_and_heatmap(tmp_path):
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["sp"] == 2 and len(doc["cells"]) == 2 * 2 * 2 and len(doc["examples"]) == 8
     assert (tmp_path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("zero", ["zero3.json", "zero3-offload-optimizer.json", "zero3-offload-all.json"])
+def test_eval_prepares_the_model_with_every_gpu_deepspeed_json(zero, tmp_path):
+    """The GPU recipes' DeepSpeed JSONs, on a 1-process CPU mesh with the tiny model. Two of them name DeepSpeed's
+    AdamW with `lr: auto`, which only a trainer fills; without evaluation.worker.drop_optimizer_sections
+    accelerate refused the model ("`optimizer.params.lr` not found in kwargs") and `make eval` died, after preflight
+    had passed, on every recipe with optimizer offload (llama3.1-8b/sft-32k-1gpu-offload, the 2x8 70B and 32B).
+    Each example's seconds reach results.json and the per-length measured line."""
+    acc = (REPO / "accelerate_configs/cpu-sp1.yaml").read_text()
+    acc = acc.replace("deepspeed_configs/zero3-cpu.json", f"deepspeed_configs/{zero}")
+    assert f"deepspeed_configs/{zero}" in acc and "num_processes: 1" in acc
+    (tmp_path / "acc.yaml").write_text(acc)
+    recipe = (REPO / "recipes/tiny-llama/sft-2k-cpu-sp2.yaml").read_text()
+    recipe = recipe.replace(
+        "accelerate_config: accelerate_configs/cpu-sp2.yaml", f"accelerate_config: {tmp_path}/acc.yaml"
+    )
+    (tmp_path / "recipe.yaml").write_text(recipe)
+    flags = [
+        "--lengths",
+        "256",
+        "--depths",
+        "0.5",
+        "--samples",
+        "2",
+        "--tasks",
+        "passkey",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    proc = subprocess.run(
+        [str(REPO / ".venv/bin/python"), "-m", "evaluation", str(tmp_path / "recipe.yaml"), *flags],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    doc = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert len(doc["examples"]) == 2 and all(e["seconds"] > 0 for e in doc["examples"])
+    assert [m["length"] for m in doc["measured"]] == [256] and "[eval] measured at 256 tokens" in proc.stdout
