@@ -48,7 +48,7 @@ def count_calls(device: str) -> dict:
     if device == "cuda":
         from torch.nn.attention.varlen import varlen_attn
 
-        varlen.set_kernel(counted(varlen_attn))
+        varlen.set_kernel(counted(varlen.with_gqa(varlen_attn)))
     return counter
 
 
@@ -116,6 +116,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--doc-tokens", type=int, default=0, help="documents of this many tokens (replaces --docs)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unpacked row (slow at 32K on CPU)")
+    parser.add_argument("--devices", nargs="+", choices=["cpu", "cuda"], help="default: cpu, and cuda if present")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--packed", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
@@ -123,7 +124,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(args.seq, args.docs[0], args.packed, args.steps, args.doc_tokens, args.device)))
         return
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = args.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     print(f"| {args.seq} tokens per row | device | calls/layer | tokens/s | vs unpacked | peak MiB | vs unpacked |")
     print("|---|---|---|---|---|---|---|")
     layouts = [(0, args.doc_tokens)] if args.doc_tokens else [(docs, 0) for docs in args.docs]

@@ -147,3 +147,20 @@ def test_packed_batch_without_position_ids_is_an_error():
     with pytest.raises(IsolationError, match="r.yaml: a packed batch reached the model without `position_ids`"):
         model(input_ids=torch.randint(0, 64, (1, 16)))
     model(input_ids=torch.randint(0, 64, (1, 16)), position_ids=torch.arange(16)[None])  # with them it runs
+
+
+def test_a_kernel_without_enable_gqa_gets_the_kv_heads_repeated():
+    """torch 2.11's varlen_attn takes no `enable_gqa`; varlen.with_gqa repeats K and V so GQA gives the same output."""
+
+    def old_kernel(query, key, value, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1)):
+        assert key.shape[1] == query.shape[1]  # heads already repeated
+        return reference_varlen_attn(query, key, value, cu_q, cu_k, max_q, max_k, scale=scale, window_size=window_size)
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(40, HEADS, DIM, generator=g), *torch.randn(2, 40, KV_HEADS, DIM, generator=g)
+    cu = torch.tensor([0, 15, 40], dtype=torch.int32)
+    args = (q, k, v, cu, cu, 25, 25)
+    got = varlen.with_gqa(old_kernel)(*args, scale=0.3, window_size=(-1, 0), enable_gqa=True)
+    want = reference_varlen_attn(*args, scale=0.3, window_size=(-1, 0), enable_gqa=True)
+    torch.testing.assert_close(got, want)
+    assert varlen.with_gqa(reference_varlen_attn) is reference_varlen_attn  # a kernel that takes it is used as is

@@ -16,6 +16,8 @@ Boundaries: any break in `position_ids` (a step other than +1) starts a document
 own `find_packed_sequence_indices` uses; right padding (position 0 repeated) becomes one-token documents.
 """
 
+import inspect
+
 import torch
 
 _kernel_override: dict = {"fn": None}  # tests dispatch to a CPU reference with the kernel's signature
@@ -44,7 +46,26 @@ def varlen_kernel(query: torch.Tensor, dropout: float):
         return None
     from torch.nn.attention.varlen import varlen_attn
 
-    return varlen_attn
+    return with_gqa(varlen_attn)
+
+
+def with_gqa(kernel):
+    """`kernel` where it takes `enable_gqa` (torch 2.13, the pin); else one that repeats the KV heads first.
+
+    torch 2.11's varlen_attn has no `enable_gqa` (seen on an H200 image with torch 2.11: TypeError), and GPU
+    clusters often run a container's own torch rather than the pin. Repeating K and V costs their memory
+    times the group size for the call, instead of failing the step.
+    """
+    if "enable_gqa" in inspect.signature(kernel).parameters:
+        return kernel
+
+    def repeat_kv(query, key, value, *args, enable_gqa: bool = False, **kwargs):
+        if enable_gqa:
+            group = query.shape[1] // key.shape[1]
+            key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+        return kernel(query, key, value, *args, **kwargs)
+
+    return repeat_kv
 
 
 def set_kernel(fn) -> None:
