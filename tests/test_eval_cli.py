@@ -35,19 +35,20 @@ def test_a_length_the_mesh_cannot_split_is_one_clear_error(capsys):
     assert "--lengths [1001]: every length must be a multiple of lcm(sp=2" in capsys.readouterr().err
 
 
+def run_offline(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run from the repository root with the Hub off; the output's tail is the failure message."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    proc = subprocess.run(cmd, cwd=REPO, check=False, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    return proc
+
+
 @pytest.mark.distributed
 def test_make_eval_on_the_tiny_recipe_writes_table_json_and_heatmap(tmp_path):
     flags = f"--lengths 512 1024 --depths 0 1 --samples 1 --tasks passkey multivalue --out {tmp_path}"
-    proc = subprocess.run(
-        ["make", "-s", "-o", ".venv/.installed", "eval", "RECIPE=tiny-llama/sft-2k-cpu-sp2", f"EVAL_FLAGS={flags}"],
-        cwd=REPO,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    proc = run_offline(
+        ["make", "-s", "-o", ".venv/.installed", "eval", "RECIPE=tiny-llama/sft-2k-cpu-sp2", f"EVAL_FLAGS={flags}"]
     )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     assert "passkey: accuracy by context length (rows) and needle depth (columns)" in proc.stdout
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["sp"] == 2 and len(doc["cells"]) == 2 * 2 * 2 and len(doc["examples"]) == 8
@@ -83,16 +84,7 @@ def test_eval_prepares_the_model_with_every_gpu_deepspeed_json(zero, tmp_path):
         "--out",
         str(tmp_path / "o"),
     ]
-    proc = subprocess.run(
-        [str(REPO / ".venv/bin/python"), "-m", "evaluation", str(tmp_path / "recipe.yaml"), *flags],
-        cwd=REPO,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    proc = run_offline([str(REPO / ".venv/bin/python"), "-m", "evaluation", str(tmp_path / "recipe.yaml"), *flags])
     doc = json.loads((tmp_path / "o" / "results.json").read_text())
     assert len(doc["examples"]) == 2 and all(e["seconds"] > 0 for e in doc["examples"])
     assert [m["length"] for m in doc["measured"]] == [256] and "[eval] measured at 256 tokens" in proc.stdout
