@@ -167,7 +167,7 @@ def main(argv: list[str]) -> int:
         results, model_config = done
         topo = recipe_topology(recipe)
         meta = {"recipe": args.recipe, "checkpoint": args.checkpoint, "sp": topo.sp_size}
-        meta["world_size"] = topo.world_size
+        meta.update(world_size=topo.world_size, overrides=overrides)  # e.g. `--model_init random`: say so
         meta["measured"] = measured_cost(results, model_config, topo.sp_size)
         write_outputs(args.out, results, meta, args.compare)
     exit_cleanly(0)  # barrier first: no rank tears down gloo while rank 0 still writes

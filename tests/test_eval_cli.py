@@ -83,8 +83,12 @@ def test_eval_prepares_the_model_with_every_gpu_deepspeed_json(zero, tmp_path):
         "passkey",
         "--out",
         str(tmp_path / "o"),
+        "--",
+        "--seed",
+        "7",
     ]
     proc = run_offline([str(REPO / ".venv/bin/python"), "-m", "evaluation", str(tmp_path / "recipe.yaml"), *flags])
     doc = json.loads((tmp_path / "o" / "results.json").read_text())
     assert len(doc["examples"]) == 2 and all(e["seconds"] > 0 for e in doc["examples"])
+    assert doc["overrides"] == ["--seed", "7"] and doc["world_size"] == 1  # what the run changed is on record
     assert [m["length"] for m in doc["measured"]] == [256] and "[eval] measured at 256 tokens" in proc.stdout
