@@ -9,6 +9,7 @@ a fine-tuned panel side by side, and the table shows base -> this run.
 import json
 from pathlib import Path
 
+from evaluation.cost import measured_lines
 from evaluation.scoring import cells as to_cells
 
 RESULTS, HEATMAP, TABLE = "results.json", "heatmap.png", "table.txt"
@@ -87,8 +88,6 @@ def write_outputs(out: str, results: list[dict], meta: dict, compare: str | None
     title = f"{meta.get('recipe')} {meta.get('checkpoint') or '(starting model)'} at sp={meta.get('sp')}"
     heatmap(cells, folder / HEATMAP, base, title)
     print(text)
-    from evaluation.cost import measured_lines
-
     print("\n".join(measured_lines(meta.get("measured") or [])))
     print(f"[eval] wrote {folder / RESULTS}, {folder / TABLE}, {folder / HEATMAP}")
     return doc

@@ -68,9 +68,14 @@ def drop_optimizer_sections(acc) -> None:
             plugin.deepspeed_config.pop(section, None)
 
 
+def unwrap(model):
+    """The causal LM inside whatever wrapper accelerate put around it (a DeepSpeed engine's `module`)."""
+    return getattr(model, "module", model)
+
+
 def lm_parts(model):
     """(decoder, lm_head) of a causal LM, inside whatever wrapper accelerate put around it."""
-    inner = getattr(model, "module", model)
+    inner = unwrap(model)
     return inner.get_decoder(), inner.get_output_embeddings()
 
 
@@ -130,7 +135,7 @@ def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
     rows = sorted(
         (r for rows in by_group for r in rows), key=lambda r: (r["task"], r["length"], r["depth"], r["sample"])
     )
-    return rows, getattr(model, "module", model).config.to_dict()
+    return rows, unwrap(model).config.to_dict()
 
 
 def check_launch(recipe) -> None:

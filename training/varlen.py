@@ -16,6 +16,7 @@ Boundaries: any break in `position_ids` (a step other than +1) starts a document
 own `find_packed_sequence_indices` uses; right padding (position 0 repeated) becomes one-token documents.
 """
 
+import functools
 import inspect
 
 import torch
@@ -44,6 +45,12 @@ def varlen_kernel(query: torch.Tensor, dropout: float):
         return _kernel_override["fn"]
     if not query.is_cuda or query.dtype not in (torch.float16, torch.bfloat16) or dropout:
         return None
+    return _torch_kernel()
+
+
+@functools.cache
+def _torch_kernel():
+    """torch's varlen_attn, adapted once per process (this is asked for in every layer of every step)."""
     from torch.nn.attention.varlen import varlen_attn
 
     return with_gqa(varlen_attn)
