@@ -63,29 +63,29 @@ install-gpu: $(STAMP)
 # One process: preflight (a broken launch stops before any download or process start), the prepared data
 # (a cache hit when nothing changed), then the accelerate launch of the recipe's own YAML.
 sft: $(STAMP)
-	$(PY) -m launcher $(RECIPE) -- $(ARGS)
+	$(PY) -m longctx.launch $(RECIPE) -- $(ARGS)
 
 # Preflight first, as for sft; then the retrieval grid on the recipe's mesh (table, results.json, heatmap.png).
 eval: $(STAMP)
-	$(PY) -m preflight $(RECIPE) --this-machine $(PREFLIGHT_FLAGS) -- $(ARGS)
-	$(PY) -m evaluation $(RECIPE) $(if $(CHECKPOINT),--checkpoint $(CHECKPOINT)) $(EVAL_FLAGS) -- $(ARGS)
+	$(PY) -m longctx.preflight $(RECIPE) --this-machine $(PREFLIGHT_FLAGS) -- $(ARGS)
+	$(PY) -m longctx.evaluation $(RECIPE) $(if $(CHECKPOINT),--checkpoint $(CHECKPOINT)) $(EVAL_FLAGS) -- $(ARGS)
 
 # PREP_FLAGS: data_prep's own flags (--force, --num-proc N)
 data: $(STAMP)
 	$(PY) -m data_prep --recipe $(RECIPE) $(PREP_FLAGS) -- $(ARGS)
 
 validate: $(STAMP)
-	$(PY) -m preflight $(RECIPE) $(PREFLIGHT_FLAGS) -- $(ARGS)
+	$(PY) -m longctx.preflight $(RECIPE) $(PREFLIGHT_FLAGS) -- $(ARGS)
 
 plan: $(STAMP)
-	$(PY) -m preflight plan $(RECIPE) $(PREFLIGHT_FLAGS) -- $(ARGS)
+	$(PY) -m longctx.preflight plan $(RECIPE) $(PREFLIGHT_FLAGS) -- $(ARGS)
 
 probe: $(STAMP)
-	$(PY) -m isolation_probe $(RECIPE) $(PROBE_FLAGS)
+	$(PY) -m longctx.leak_probe $(RECIPE) $(PROBE_FLAGS)
 
-# The recipe in miniature on CPU through its real commands (rehearsal/); REHEARSE_FLAGS: --workdir DIR, --keep
+# The recipe in miniature on CPU through its real commands (longctx/cpu_rehearsal/); REHEARSE_FLAGS: --workdir DIR, --keep
 rehearse: $(STAMP)
-	$(PY) -m rehearsal $(RECIPE) $(REHEARSE_FLAGS)
+	$(PY) -m longctx.cpu_rehearsal $(RECIPE) $(REHEARSE_FLAGS)
 
 # On a GPU machine without network use `benchmarks/gpu_memory_ladder.sh run` (offline wheels) instead.
 gpu-ladder: $(STAMP)

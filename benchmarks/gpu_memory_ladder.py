@@ -7,11 +7,11 @@ activation-checkpoint offload | + TiledMLP. ArcticTraining's single-H200 points 
 300K / 650K / 1.2M tokens, on a stack whose baseline still materialised full logits (ours never does).
 
 How: one process per feature set (an out-of-memory leaves no fragments for the next). The first probe is
-the memory plan's own prediction (memory_plan/), then bisection between the longest length that ran and
+the memory plan's own prediction (longctx/memory_plan/), then bisection between the longest length that ran and
 the shortest that ran out of memory, in multiples of 256 tokens, until they are within 5%, or until the
 next probe's predicted time (quadratic in length, from the last probe) would overrun the feature set's
 share of `--budget-s` (default 600 s in all). Per probe: peak allocated GPU memory, tokens/s, MFU and HFU
-(training/flops.py; one forward + backward, the host optimizer step left out unless `--optimizer-step`) and
+(longctx/training/flops.py; one forward + backward, the host optimizer step left out unless `--optimizer-step`) and
 the plan's prediction. Writes `--out` (JSON) and a PNG beside it: length vs peak memory and tokens/s, with
 the plan's curve.
 
@@ -46,13 +46,13 @@ H200_GB = 141.0
 
 def plan_gib(config, seq_len: int, options: dict, tiny: bool) -> float:
     """memory_plan's per-rank total for this point: the stack above on one GPU."""
-    from memory_plan.memory import estimate
+    from longctx.memory_plan.estimate import estimate
 
     return estimate(config.to_dict(), seq_len=seq_len, sp=1, **plan_kwargs(tiny), **options).total_gib
 
 
 def plan_max(config, gpu_gib: float, options: dict, tiny: bool) -> int:
-    from memory_plan.memory import max_seq_len
+    from longctx.memory_plan.estimate import max_seq_len
 
     return max_seq_len(config.to_dict(), gpu_gib, sp=1, step=STEP, **plan_kwargs(tiny), **options)
 
@@ -83,9 +83,9 @@ def measure(engine, config, device, seq_len: int, optimizer_step: bool) -> dict:
     """One probe: status, peak memory, tokens/s, MFU, HFU."""
     import torch
 
-    from memory_plan.measure import PeakBytes
-    from training.flops import FlopCounts
-    from training.metrics import device_peak_flops, peak_memory_gib
+    from longctx.memory_plan.measure import PeakBytes
+    from longctx.training.flops import FlopCounts
+    from longctx.training.metrics import device_peak_flops, peak_memory_gib
 
     peak_memory_gib()  # resets the CUDA peak
     meter = PeakBytes() if device == "cpu" else None  # a CPU has no allocator peak: count tensor bytes

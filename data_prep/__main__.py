@@ -16,8 +16,8 @@ import os
 import sys
 import warnings
 
-from config.keys import split_argv
 from data_prep.errors import PrepError
+from longctx.config.keys import split_argv
 
 RECIPE_ONLY_FLAGS = ("input", "hub", "tokenizer", "max_length", "sp_size", "format", "policy", "mode", "alignment")
 
@@ -50,9 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def prepare_recipe(args, overrides: list[str], progress) -> bool:
     """Prepare the recipe's data (data_prep/recipe_data.py); False when its `prepare_data` is off."""
-    from config.paths import resolve_recipe
-    from config.recipe import RecipeError, parse_recipe, recipe_topology
     from data_prep.recipe_data import prepare_for_recipe
+    from longctx.config.paths import resolve_recipe
+    from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 
     given = [f"--{f.replace('_', '-')}" for f in RECIPE_ONLY_FLAGS if getattr(args, f) is not None]
     if given:

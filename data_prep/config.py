@@ -11,11 +11,11 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from config.chat_templates import ChatTemplateError
-from config.prepared import local_fingerprint, prep_settings, tokenizer_fingerprint
 from data_prep.errors import PrepError
 from data_prep.formats import FORMATS
 from data_prep.layout import Layout
+from longctx.config.chat_templates import ChatTemplateError
+from longctx.config.prepared import local_fingerprint, prep_settings, tokenizer_fingerprint
 
 FORMAT_VERSION = 2  # bump when the output of the same inputs changes (2: one BFD over the whole corpus)
 POLICIES = ("split", "truncate", "drop")
@@ -108,7 +108,7 @@ def source_fingerprint(cfg: PrepConfig) -> list:
 
 
 def from_recipe(recipe, sft, model, topo, role: str = "train", **overrides) -> PrepConfig:
-    """The PrepConfig a parsed recipe asks for (config.prepared.prep_settings: sp from its accelerate YAML)."""
+    """The PrepConfig a parsed recipe asks for (longctx.config.prepared.prep_settings: sp from its accelerate YAML)."""
     if not sft.max_length:
         raise PrepError(f"{recipe.config_source}: `max_length` must be set to prepare data")
     try:

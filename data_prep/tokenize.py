@@ -64,7 +64,7 @@ def check_chat_template(tok, name: str, template_path: str | None = None) -> Non
         raise PrepError(
             f"{where}: the chat template has no `{{% generation %}}` markers, so assistant tokens cannot be found "
             "for assistant-only loss; set the recipe's `chat_template_path` to a template with them "
-            "(chat_templates/ has one per catalog model)"
+            "(recipes/assets/chat_templates/ has one per catalog model)"
         )
 
 

@@ -9,7 +9,7 @@ or let make resolve the pair: `make sft RECIPE=tiny-llama/sft-2k-cpu-sp2 ARGS="-
 overridden on the command line (`--learning_rate 1.0e-4`); unknown keys are errors, never ignored.
 
 What this adds to TRL's `trl/scripts/sft.py`: strict recipe parsing with checks against the topology
-(config/recipe.py), a refusal to run on a topology other than the recipe's, a random-weight mode
+(longctx/config/recipe.py), a refusal to run on a topology other than the recipe's, a random-weight mode
 (`model_init: random`), padding to a multiple of sp by default, and a report of the mesh and of the
 sequence shard each rank actually received.
 """
@@ -23,21 +23,21 @@ from datasets import load_dataset
 from transformers import AutoTokenizer
 from trl import SFTTrainer, get_peft_config
 
-from config.chat_templates import ChatTemplateError, resolve_chat_template
-from config.checkpoints import resolve_resume
-from config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
-from config.topology import Topology
-from training.alst import apply_alst
-from training.credentials import move_hub_token_to_env
-from training.gloo_all_to_all import install as install_gloo_all_to_all
-from training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
-from training.metrics import attach_metrics
-from training.model_config import build_config, build_random_model, overrides_of
-from training.prepared_data import load_prepared, load_prepared_eval
-from training.resume import enable_resume
-from training.shutdown import exit_cleanly
-from training.sp_eval import enable_sp_eval, keep_sp_in_eval
-from training.sp_loss import install_token_weighted_sp_loss
+from longctx.config.chat_templates import ChatTemplateError, resolve_chat_template
+from longctx.config.checkpoints import resolve_resume
+from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
+from longctx.config.topology import Topology
+from longctx.training.alst import apply_alst
+from longctx.training.credentials import move_hub_token_to_env
+from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
+from longctx.training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
+from longctx.training.metrics import attach_metrics
+from longctx.training.model_config import build_config, build_random_model, overrides_of
+from longctx.training.prepared_data import load_prepared, load_prepared_eval
+from longctx.training.resume import enable_resume
+from longctx.training.shutdown import exit_cleanly
+from longctx.training.sp_eval import enable_sp_eval, keep_sp_in_eval
+from longctx.training.sp_loss import install_token_weighted_sp_loss
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
 # would bury the loss lines and are not actionable from a recipe.
@@ -192,7 +192,7 @@ def main(recipe, training_args, model_args):
         keep_sp_in_eval()
         enable_sp_eval(trainer)
     if recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
-        from evaluation.callback import RetrievalCallback
+        from longctx.training.retrieval.callback import RetrievalCallback
 
         keep_sp_in_eval()
         trainer.add_callback(
@@ -218,7 +218,7 @@ def main(recipe, training_args, model_args):
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     trainer.save_state()
-    # No rank may tear down its process group while rank 0 is still writing (see training/shutdown.py).
+    # No rank may tear down its process group while rank 0 is still writing (see longctx/training/shutdown.py).
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
     trainer.end()

@@ -1,4 +1,4 @@
-"""ALST memory features (training/alst.py): same numbers with and without them, and their guards.
+"""ALST memory features (longctx/training/alst.py): same numbers with and without them, and their guards.
 
 In-process tests compare loss and every gradient of the tiny Llama with each feature on and off; a
 two-process gloo test checks the ZeRO-3 deadlock guard (every rank runs the same number of tiles); the
@@ -11,10 +11,10 @@ import torch
 import torch.multiprocessing as mp
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from config.rules.alst import alst_problems
+from longctx.config.rules.alst import alst_problems
+from longctx.training import alst
 from tests.helpers.agree_shards import agree
 from tests.helpers.launch import free_port
-from training import alst
 
 TINY = "recipes/assets/tiny-llama"
 

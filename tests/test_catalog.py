@@ -12,11 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from config.recipe import parse_recipe, recipe_topology
-from training.model_config import build_config
+from longctx.config.paths import ARCHITECTURES_DIR
+from longctx.config.recipe import parse_recipe, recipe_topology
+from longctx.training.model_config import build_config
 
 REPO = Path(__file__).resolve().parent.parent
-ARCHITECTURES = REPO / "architectures"
+ARCHITECTURES = ARCHITECTURES_DIR
 GPU_RECIPES = sorted(
     p for p in (REPO / "recipes").rglob("*.yaml") if not p.is_relative_to(REPO / "recipes" / "tiny-llama")
 )
@@ -114,20 +115,20 @@ def test_gpu_recipe_without_gpu_stops_before_download():
 
 def test_random_mode_reads_a_snapshot_and_a_missing_one_is_refused(monkeypatch):
     """`model_init: random` + `model_config_source`: a real architecture without the model repository."""
-    from config.recipe import RecipeError
+    from longctx.config.recipe import RecipeError
 
     monkeypatch.chdir(REPO)
-    snapshot = "architectures/meta-llama/Llama-3.1-8B-Instruct"
+    snapshot = "recipes/assets/architectures/meta-llama/Llama-3.1-8B-Instruct"
     args = ["--config", "recipes/llama3.1-8b/sft-32k-1gpu-offload.yaml", "--model_init", "random"]
     recipe, _, model = parse_recipe(args + ["--model_config_source", snapshot])
     assert build_config(recipe, model).num_hidden_layers == 32
     with pytest.raises(RecipeError, match="has no config.json"):
-        parse_recipe(args + ["--model_config_source", "architectures/nope"])
+        parse_recipe(args + ["--model_config_source", "recipes/assets/architectures/nope"])
 
 
 def test_overrides_from_the_command_line_are_json(monkeypatch):
     """`--model_config_overrides '{...}'` reaches a random-weight model; malformed JSON is one clear error."""
-    from training.model_config import build_random_model
+    from longctx.training.model_config import build_random_model
 
     monkeypatch.chdir(REPO)
     args = [
@@ -138,7 +139,7 @@ def test_overrides_from_the_command_line_are_json(monkeypatch):
     ]
     recipe, _, model = parse_recipe(args)
     assert build_random_model(recipe, model, seed=0).config.max_position_embeddings == 8192
-    from config.recipe import RecipeError
+    from longctx.config.recipe import RecipeError
 
     with pytest.raises(RecipeError, match="`model_config_overrides`: is not valid JSON"):
         parse_recipe(args[:-1] + ["{max_position_embeddings: 8192"])

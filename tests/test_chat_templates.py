@@ -8,9 +8,9 @@ a training template whose rendering equals the stock rendering on sample convers
 import pytest
 from transformers.utils.chat_template_utils import render_jinja_template
 
-from config.chat_templates import has_generation_markers, resolve_chat_template, stock_template
-from config.paths import RECIPES_DIR
-from config.topology import load_yaml_mapping
+from longctx.config.chat_templates import has_generation_markers, resolve_chat_template, stock_template
+from longctx.config.paths import RECIPES_DIR
+from longctx.config.topology import load_yaml_mapping
 
 SPECIAL = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}
 TOOL_CALL = {"type": "function", "function": {"name": "lookup", "arguments": {"page": 3}}}
@@ -73,7 +73,7 @@ def test_training_template_renders_like_the_stock_one(recipe, raw, case):
     """Same text as the stock template; the marked spans are the assistant turns' text and end token."""
     conversation = CONVERSATIONS[case]
     stock, where = stock_template(raw["model_name_or_path"])
-    assert "architectures/" in where  # the shipped snapshot, not a download
+    assert "recipes/assets/architectures/" in where  # the shipped snapshot, not a download
     training = resolve_chat_template(raw["chat_template_path"]).read_text()
     for prompt in (False, True):
         assert (
@@ -104,7 +104,7 @@ def preflight_problems(capsys, tmp_path, name: str, **changes) -> list[dict]:
 
     import yaml
 
-    from preflight.cli import main
+    from longctx.preflight.cli import main
 
     raw = yaml.safe_load((RECIPES_DIR / f"{name}.yaml").read_text())
     for key, value in changes.items():
@@ -118,9 +118,9 @@ def preflight_problems(capsys, tmp_path, name: str, **changes) -> list[dict]:
 def test_preflight_refuses_a_messages_recipe_without_markers(capsys, tmp_path, name):
     assert preflight_problems(capsys, tmp_path, name) == []  # as shipped
     (unset,) = preflight_problems(capsys, tmp_path, name, chat_template_path=None)
-    assert unset["severity"] == "error" and "architectures/" in unset["message"]
-    assert "chat_templates/" in unset["fix"] and "-training.jinja" in unset["fix"]
-    stock = f"architectures/{yaml_model(name)}/chat_template.jinja"
+    assert unset["severity"] == "error" and "recipes/assets/architectures/" in unset["message"]
+    assert "recipes/assets/chat_templates/" in unset["fix"] and "-training.jinja" in unset["fix"]
+    stock = f"recipes/assets/architectures/{yaml_model(name)}/chat_template.jinja"
     (no_markers,) = preflight_problems(capsys, tmp_path, name, chat_template_path=stock)
     assert no_markers["severity"] == "error" and "no {% generation %} markers" in no_markers["message"]
     (missing,) = preflight_problems(capsys, tmp_path, name, chat_template_path="no-such-template")
@@ -134,7 +134,7 @@ def yaml_model(name: str) -> str:
 def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
     """`chat_template_path` replaces the tokenizer's template whatever data_prep's tokenizer thread count."""
     from data_prep.tokenize import Encoder
-    from rehearsal.miniature import stand_in_tokenizer
+    from longctx.cpu_rehearsal.miniature import stand_in_tokenizer
 
     stock, _ = stock_template("meta-llama/Llama-3.1-8B-Instruct")
     stand_in_tokenizer("llama", ["Hello there. " * 20], stock).save_pretrained(tmp_path)

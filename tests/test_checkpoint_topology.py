@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from config.checkpoints import mesh_mismatch, resolve_resume
-from config.topology import read_topology
+from longctx.config.checkpoints import mesh_mismatch, resolve_resume
+from longctx.config.topology import read_topology
 
 REPO = Path(__file__).resolve().parent.parent
 SP2 = read_topology(REPO / "accelerate_configs/cpu-sp2.yaml")
@@ -48,7 +48,7 @@ def test_same_mesh_resumes_and_another_mesh_is_refused(tmp_path):
     assert mesh_mismatch(path, SP2) is None
     what, fix = mesh_mismatch(path, SP1)
     assert "world_size=2, sp_size=2" in what and "world_size=1, sp_size=1" in what
-    assert "python -m training.universal" in fix
+    assert "python -m longctx.training.universal" in fix
     (path / "latest_universal").write_text("global_step3_universal")  # converted: any mesh may load it
     assert mesh_mismatch(path, SP1) is None
 

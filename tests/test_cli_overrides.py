@@ -1,7 +1,7 @@
 """Command-line overrides are read as TRL reads them: typed by the dataclass field, never as YAML.
 
 `make sft ARGS="--save_strategy no"` once failed in preflight, which read `no` as YAML's false. The entrypoint
-and preflight now parse through `config.recipe.parse_values`; these tests give every enum field of SFTConfig
+and preflight now parse through `longctx.config.recipe.parse_values`; these tests give every enum field of SFTConfig
 (and our Literal keys) each of its values on the command line, through both readers.
 """
 
@@ -12,8 +12,8 @@ import typing
 import pytest
 from trl import SFTConfig
 
-from config.recipe import RecipeError, parse_recipe
-from preflight.load import Machine, load_launch
+from longctx.config.recipe import RecipeError, parse_recipe
+from longctx.preflight.load import Machine, load_launch
 
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 

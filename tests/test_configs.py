@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from config.recipe import RecipeError, parse_recipe, recipe_topology
-from config.topology import read_topology
+from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
+from longctx.config.topology import read_topology
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml")) + sorted((REPO / "tests" / "recipes").rglob("*.yaml"))

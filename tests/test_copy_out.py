@@ -77,7 +77,12 @@ def test_the_documented_set_is_what_the_recipe_names():
     accelerate = yaml.safe_load((REPO / recipe["accelerate_config"]).read_text())
     named = {RECIPE, recipe["accelerate_config"], accelerate["deepspeed_config"]["deepspeed_config_file"]}
     named |= {recipe["model_name_or_path"] + "/", recipe["dataset_name"] + "/"}
-    assert set(documented_set()) == named | {"recipes/sft.py", "config/", "training/"}
+    assert set(documented_set()) == named | {
+        "recipes/sft.py",
+        "longctx/__init__.py",
+        "longctx/config/",
+        "longctx/training/",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +110,12 @@ def test_a_file_missing_from_the_set_fails(copied, tmp_path):
     _, copy = copied
     partial = tmp_path / "partial"
     shutil.copytree(copy, partial, ignore=shutil.ignore_patterns("outputs", "data"))
-    shutil.rmtree(partial / "config")  # the bottom layer, which the editable install would otherwise supply
+    shutil.rmtree(
+        partial / "longctx" / "config"
+    )  # the bottom layer, which the editable install would otherwise supply
     # One process is enough to fail an import (a launch would start three to fail the same way).
     cmd = [sys.executable, "recipes/sft.py", "--config", RECIPE]
     env = isolated_env(tmp_path, partial)
     proc = subprocess.run(cmd, cwd=partial, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode != 0
-    assert "No module named 'config'" in proc.stderr, proc.stderr[-3000:]
+    assert "No module named 'longctx.config'" in proc.stderr, proc.stderr[-3000:]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from config.recipe import RecipeError, parse_recipe
-from training.credentials import REDACTED, move_hub_token_to_env, redact_argv
+from longctx.config.recipe import RecipeError, parse_recipe
+from longctx.training.credentials import REDACTED, move_hub_token_to_env, redact_argv
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "hf_NeverPrintThis0123456789abcdef"
@@ -27,7 +27,7 @@ def test_launch_line_never_prints_the_token():
         [
             sys.executable,
             "-m",
-            "launcher",
+            "longctx.launch",
             "tiny-llama/sft-2k-cpu-sp2",
             "--dry-run",
             "--",

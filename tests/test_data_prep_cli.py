@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from config.recipe import RecipeError, parse_recipe, recipe_topology
 from data_prep.__main__ import main
-from training.collator import PreparedCollator
-from training.prepared_data import prepared_dir
+from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
+from longctx.training.collator import PreparedCollator
+from longctx.training.prepared_data import prepared_dir
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")

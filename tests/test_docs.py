@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
 DOCS += [REPO / "recipes/README.md"]
 STARTS = ("make ", "python ", ".venv/bin/python ", "accelerate launch ", "sbatch ", "pytest ", "benchmarks/")
-FLAG_VARS = {"PREP_FLAGS": "data_prep", "PREFLIGHT_FLAGS": "preflight", "PROBE_FLAGS": "isolation_probe"}
+FLAG_VARS = {"PREP_FLAGS": "data_prep", "PREFLIGHT_FLAGS": "longctx.preflight", "PROBE_FLAGS": "longctx.leak_probe"}
 FLAG_VARS["LADDER_FLAGS"] = "benchmarks/gpu_memory_ladder.py"
-RECIPE_CLIS = {"preflight", "isolation_probe", "launcher"}
+RECIPE_CLIS = {"longctx.preflight", "longctx.leak_probe", "longctx.launch"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,7 @@ def placeholder(token: str) -> bool:
 def recipe_keys() -> frozenset[str]:
     from trl import ModelConfig, SFTConfig
 
-    from config.recipe import RecipeArguments
+    from longctx.config.recipe import RecipeArguments
 
     fields = {f.name for cls in (RecipeArguments, SFTConfig, ModelConfig) for f in dataclasses.fields(cls)}
     return frozenset(fields | {"config"})
@@ -97,7 +97,7 @@ def key_problems(tokens: list[str]) -> list[str]:
 
 
 def recipe_problem(name: str) -> list[str]:
-    from config.paths import resolve_recipe
+    from longctx.config.paths import resolve_recipe
 
     if placeholder(name):
         return []
@@ -131,8 +131,8 @@ def tool_of(cmd: list[str]) -> tuple[str, list[str]] | None:
     """(tool label, the --help invocation) for a python command: `-m module` or a benchmarks script."""
     if cmd[0] == "-m":
         module = cmd[1]
-        sub = ["plan"] if module == "preflight" and cmd[2:3] == ["plan"] else []
-        if module == "memory_plan.calibration":  # no flags: run it for real (cheap)
+        sub = ["plan"] if module == "longctx.preflight" and cmd[2:3] == ["plan"] else []
+        if module == "longctx.memory_plan.calibration":  # no flags: run it for real (cheap)
             return module, ["-m", module]
         return " ".join([module, *sub]), ["-m", module, *sub, "--help"]
     return cmd[0], [cmd[0], "--help"]
@@ -284,7 +284,7 @@ def test_the_checker_catches_a_wrong_command():
         "make sft RECIPE=tiny-llama/sft-2k-cpu ARGS=--max_step 3",
         "make trian",
         "make data PREP_FLAGS=--forse",
-        "python -m preflight tests/recipes/eight-gpu.yaml --gpu-memory 80",
+        "python -m longctx.preflight tests/recipes/eight-gpu.yaml --gpu-memory 80",
         "accelerate launch --config_file accelerate_configs/cpu-sp3.yaml recipes/sft.py --config recipes/x.yaml",
     ]
     caught = {text: check(Command("test", text)) for text in wrong}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.cli import default_lengths, main
+from longctx.evaluation.cli import default_lengths, main
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_RECIPES = sorted(p for p in (REPO / "recipes").rglob("*.yaml") if "tiny-llama" not in str(p))
@@ -60,7 +60,7 @@ def test_make_eval_on_the_tiny_recipe_writes_table_json_and_heatmap(tmp_path):
 @pytest.mark.parametrize("zero", ["zero3-offload-optimizer.json", "zero3-offload-all.json"])
 def test_eval_prepares_the_model_with_each_offload_deepspeed_json(zero, tmp_path):
     """The GPU recipes' offload DeepSpeed JSONs, on a 1-process CPU mesh with the tiny model. Both name DeepSpeed's
-    AdamW with `lr: auto`, which only a trainer fills; without evaluation.worker.drop_optimizer_sections
+    AdamW with `lr: auto`, which only a trainer fills; without longctx.evaluation.worker.drop_optimizer_sections
     accelerate refused the model ("`optimizer.params.lr` not found in kwargs") and `make eval` died, after preflight
     had passed, on every recipe with optimizer offload (llama3.1-8b/sft-32k-1gpu-offload, the 2x8 70B and 32B).
     Each example's seconds reach results.json and the per-length measured line."""
@@ -88,7 +88,9 @@ def test_eval_prepares_the_model_with_each_offload_deepspeed_json(zero, tmp_path
         "--seed",
         "7",
     ]
-    proc = run_offline([str(REPO / ".venv/bin/python"), "-m", "evaluation", str(tmp_path / "recipe.yaml"), *flags])
+    proc = run_offline(
+        [str(REPO / ".venv/bin/python"), "-m", "longctx.evaluation", str(tmp_path / "recipe.yaml"), *flags]
+    )
     doc = json.loads((tmp_path / "o" / "results.json").read_text())
     assert len(doc["examples"]) == 2 and all(e["seconds"] > 0 for e in doc["examples"])
     assert doc["overrides"] == ["--seed", "7"] and doc["world_size"] == 1  # what the run changed is on record

@@ -2,11 +2,12 @@
 retrieves the passkey where its untrained starting model is at chance; and the scores at sp=1 and sp=2 are
 the same. Trains for about 4 minutes on an idle 2-core CPU: slow tier (`make test-all`).
 
-The corpus is data_prep/synthetic.py's passkey haystacks (the default tiny recipe's generator), 8,000 of
+The corpus is longctx/training/retrieval/haystack.py's passkey haystacks (the default tiny recipe's generator),
+8,000 of
 them with 1 to 9 filler sentences (45 to 128 tokens), loss on the answer only, in the recipe
 tests/recipes/retrieval-proof.yaml. Why short and many: the default tiny recipe's 48 haystacks of 2K tokens
 are memorised (loss 0.95 by epoch 20) before the model learns to copy; after 1,100 steps on them passkey
-accuracy was still 0.00. The eval grid is the eval's own builder (evaluation/tasks.py) at lengths up to
+accuracy was still 0.00. The eval grid is the eval's own builder (longctx/training/retrieval/tasks.py) at lengths up to
 the trained 128 tokens, built by a different generator and seed than the corpus, so no eval example is in it.
 
 Measured on the shared 2-core machine, 2026-12-03 (1,000 steps, batch 32, lr 5e-3, 4 min 3 s wall), grid
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.synthetic import passkey_documents
+from longctx.training.retrieval.haystack import passkey_documents
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +43,7 @@ def run(*argv, timeout=3600):
 
 
 def evaluate(out: Path, checkpoint: Path | None = None, sp: int = 2) -> dict:
-    args = ["-m", "evaluation", RECIPE, *GRID, "--out", str(out)]
+    args = ["-m", "longctx.evaluation", RECIPE, *GRID, "--out", str(out)]
     args += ["--checkpoint", str(checkpoint)] if checkpoint else []
     run(*args, "--", "--accelerate_config", f"accelerate_configs/cpu-sp{sp}.yaml")
     return json.loads((out / "results.json").read_text())
@@ -56,7 +57,7 @@ def scores(tmp_path_factory):
     with open(corpus / "train.jsonl", "w") as f:
         f.writelines(json.dumps(d) + "\n" for d in passkey_documents(8000, 1, 9, seed=1))
     data = ["--dataset_name", str(corpus), "--prepared_data_dir", str(tmp / "prepared")]
-    run("-m", "launcher", RECIPE, "--", *data, "--output_dir", str(tmp / "model"))
+    run("-m", "longctx.launch", RECIPE, "--", *data, "--output_dir", str(tmp / "model"))
     return {
         "untrained": evaluate(tmp / "start"),
         "trained": evaluate(tmp / "trained", tmp / "model"),

@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from evaluation.scoring import cells, verdict
-from evaluation.tasks import TASKS, Example, build_example
-from evaluation.worker import shard_sums
+from longctx.evaluation.worker import shard_sums
+from longctx.training.retrieval.scoring import cells, verdict
+from longctx.training.retrieval.tasks import TASKS, Example, build_example
 
 LN3 = math.log(3)
 

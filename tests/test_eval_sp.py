@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.synthetic import filler_sentence
+from longctx.training.retrieval.haystack import filler_sentence
 from tests.helpers.launch import accelerate_launch, assert_ok
 
 pytestmark = pytest.mark.distributed
@@ -90,7 +90,7 @@ def test_eval_loss_matches_sp1(runs, mode, sp):
     for a, b in zip(*evals, strict=True):
         assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=RTOL), f"step {a['step']}"
         assert b["eval_label_tokens"] == a["eval_label_tokens"]
-    # the in-training retrieval slice (evaluation/callback.py) scores the same on every mesh
+    # the in-training retrieval slice (longctx/training/retrieval/callback.py) scores the same on every mesh
     slices = (
         [r for r in base if "retrieval_passkey_logprob" in r],
         [r for r in other if "retrieval_passkey_logprob" in r],

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from datasets import load_from_disk
 
-from config.recipe import RecipeError, parse_recipe
 from data_prep.config import PrepConfig
 from data_prep.eval_split import eval_config, select
 from data_prep.pipeline import prepare_splits
 from data_prep.writer import DATASET, REPORT
+from longctx.config.recipe import RecipeError, parse_recipe
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")

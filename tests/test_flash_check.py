@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from preflight.checks.attention import flash_import_failure
+from longctx.preflight.checks.attention import flash_import_failure
 
 SOURCE = """
 extern int _ZN3c1015SmallVectorBase_from_another_torchEv(void);  /* a libtorch symbol this torch lacks */

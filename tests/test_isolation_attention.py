@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from training import isolation
-from training.isolation import (
+from longctx.training import isolation
+from longctx.training.isolation import (
     IsolationError,
     document_spans,
     isolated_sdpa_attention,

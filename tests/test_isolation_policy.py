@@ -4,9 +4,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from config.recipe import RecipeError, parse_recipe
-from config.rules.isolation import isolation_guarantee, packed_isolation_problems
-from training.isolation import IsolationError, install_document_isolation, sliding_window_layers
+from longctx.config.recipe import RecipeError, parse_recipe
+from longctx.config.rules.isolation import isolation_guarantee, packed_isolation_problems
+from longctx.training.isolation import IsolationError, install_document_isolation, sliding_window_layers
 
 TOPO = SimpleNamespace(sp_size=2)
 
@@ -80,7 +80,7 @@ def test_entrypoint_install_refuses_a_sliding_window_checkpoint_cleanly(tmp_path
     """A pretrained path is read for its config, and a refusal is a RecipeError (no traceback), naming the file."""
     from transformers import MistralConfig
 
-    from training.isolation import install_for_recipe
+    from longctx.training.isolation import install_for_recipe
 
     MistralConfig(sliding_window=64).save_pretrained(tmp_path)
     recipe = SimpleNamespace(config_source="m.yaml", allow_cross_document_attention=False)

@@ -15,15 +15,15 @@ from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from training import varlen
-from training.isolation import (
+from longctx.training import varlen
+from longctx.training.isolation import (
     IsolationError,
     document_spans,
     install_document_isolation,
     isolated_sdpa_attention,
     require_position_ids,
 )
-from training.varlen import cu_seqlens
+from longctx.training.varlen import cu_seqlens
 
 HEADS, KV_HEADS, DIM = 4, 2, 8
 

@@ -14,8 +14,8 @@ from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from training import varlen
-from training.isolation import install_document_isolation
+from longctx.training import varlen
+from longctx.training.isolation import install_document_isolation
 
 pytestmark = [
     pytest.mark.gpu,

@@ -1,10 +1,10 @@
-"""The memory plan's CPU-measurable terms against the peak of allocated tensor bytes (memory_plan/measure.py).
+"""The memory plan's CPU-measurable terms against the peak of allocated tensor bytes (longctx/memory_plan/measure.py).
 
 Scaled-down Llamas in bf16 on CPU (the GPU's activation dtype), at several sequence lengths and hidden
 sizes: one decoder layer's recompute + backward (the plan's hidden_states + mlp + attention for sdpa and
 transformers' own kernels), TiledMLP's share of it, the checkpointed layer inputs, transformers' full-logits
 loss head, and the [B, 1, s, s] packed mask. GPU-only parts (FlashAttention, Liger's and TRL's Triton
-kernels) cannot be measured here; memory_plan/calibration.py covers them.
+kernels) cannot be measured here; longctx/memory_plan/calibration.py covers them.
 """
 
 import pytest
@@ -14,9 +14,9 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
-from memory_plan import terms
-from memory_plan.arch import Arch
-from memory_plan.measure import peak_bytes
+from longctx.memory_plan import terms
+from longctx.memory_plan.arch import Arch
+from longctx.memory_plan.measure import peak_bytes
 
 TOLERANCE = 0.10
 SHAPES = [(64, 172, 1024), (128, 344, 2048), (128, 512, 4096)]  # hidden, intermediate, tokens
@@ -39,7 +39,7 @@ def layer_peak(cfg: LlamaConfig, tokens: int, tiled: bool = False) -> float:
     torch.manual_seed(0)
     layer = LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
     if tiled:
-        from training.alst import enable_tiled_mlp
+        from longctx.training.alst import enable_tiled_mlp
 
         enable_tiled_mlp(layer)
     x = torch.randn(1, tokens, cfg.hidden_size, dtype=torch.bfloat16, requires_grad=True)
@@ -129,7 +129,7 @@ def mask_bytes(tokens: int) -> tuple[int, int]:
 @pytest.mark.parametrize("tokens", [1024, 4096])
 def test_packed_mask_is_built_only_without_isolation(tokens):
     """Stock sdpa keeps an s x s bool mask for packed rows (3 s^2 while it is built); isolation builds none."""
-    from training.isolation import install_document_isolation
+    from longctx.training.isolation import install_document_isolation
 
     peak, live = mask_bytes(tokens)
     assert close(live, terms.packed_mask(tokens, 1, built=True)) and peak <= 3.1 * live

@@ -1,6 +1,7 @@
 """FLOPs counted by hand, per-document causal pairs, real tokens, and metrics that reach TensorBoard.
 
-training/flops.py and training/metrics.py. The hand counts below are written out from the matrix shapes,
+longctx/training/flops.py and longctx/training/metrics.py. The hand counts below are written out from the matrix
+shapes,
 not from the code's formula, so a wrong coefficient (a full S^2, query heads for K/V, the input embedding
 counted) fails them.
 """
@@ -12,10 +13,11 @@ import torch
 from datasets import Dataset
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
-from training.flops import FlopCounts, causal_pairs, real_tokens
+from longctx.config.paths import ARCHITECTURES_DIR
+from longctx.training.flops import FlopCounts, causal_pairs, real_tokens
 
 REPO = Path(__file__).resolve().parent.parent
-SNAPSHOTS = sorted((REPO / "architectures").glob("*/*"))
+SNAPSHOTS = sorted((ARCHITECTURES_DIR).glob("*/*"))
 
 # hidden 8, 2 query heads and 1 KV head of 4, MLP width 16, one layer, vocabulary 10
 SMALL = LlamaConfig(hidden_size=8, num_attention_heads=2, num_key_value_heads=1, head_dim=4, intermediate_size=16,
@@ -88,7 +90,7 @@ def test_metrics_reach_tensorboard(tmp_path):
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from training.metrics import attach_metrics
+    from longctx.training.metrics import attach_metrics
 
     assets = REPO / "recipes/assets/tiny-llama"
     tokenizer = AutoTokenizer.from_pretrained(assets)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from training.patches import PATCHES, mismatches
+from longctx.training.patches import PATCHES, mismatches
 
 REPO = Path(__file__).resolve().parents[1]
-MARK = "registered in training/patches.py"
+MARK = "registered in longctx/training/patches.py"
 MOCK_PATCH_CALLS = {"mock.patch", "mock.patch.object", "patch", "patch.object", "unittest.mock.patch"}
 
 
@@ -80,7 +80,7 @@ def our_python_files() -> list[Path]:
 def test_every_upstream_source_matches_its_fingerprint():
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "training.patches"],
+        [sys.executable, "-m", "longctx.training.patches"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -94,11 +94,11 @@ def test_every_upstream_source_matches_its_fingerprint():
 
 def test_a_changed_upstream_source_fails_naming_the_patch():
     # Recording another hash is what an upgrade of the upstream code looks like to the check.
-    tiled = next(p for p in PATCHES if p.installed_by == "training.alst:enable_tiled_mlp")
+    tiled = next(p for p in PATCHES if p.installed_by == "longctx.training.alst:enable_tiled_mlp")
     changed = dataclasses.replace(tiled, source_sha256="0" * 64)
     lines = mismatches((changed,))
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"{tiled.target}: upstream source changed") and "training.alst" in lines[0]
+    assert lines[0].startswith(f"{tiled.target}: upstream source changed") and "longctx.training.alst" in lines[0]
     assert mismatches((tiled,)) == []
 
 
@@ -115,7 +115,7 @@ def test_every_patch_site_is_registered_and_marked():
                 unregistered.append(f"{rel}:{line}: {kind} in {owner}")
             if not any(MARK in text for text in lines[max(0, line - 4) : line]):
                 unmarked.append(f"{rel}:{line}: {kind} (add `# {MARK}` on or just above it)")
-    problems = [f"missing from training/patches.py PATCHES: {site}" for site in unregistered] + unmarked
+    problems = [f"missing from longctx/training/patches.py PATCHES: {site}" for site in unregistered] + unmarked
     assert not problems, "\n".join(problems)
 
 

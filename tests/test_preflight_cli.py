@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from preflight.checks.heads import valid_sp_sizes
-from preflight.checks.trl_limits import version_problems
-from preflight.cli import main
+from longctx.preflight.checks.heads import valid_sp_sizes
+from longctx.preflight.checks.trl_limits import version_problems
+from longctx.preflight.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.checks.files import DEEPSPEED_TOP_KEYS, DEEPSPEED_ZERO_KEYS, PARALLELISM_KEYS
+from longctx.preflight.checks.files import DEEPSPEED_TOP_KEYS, DEEPSPEED_ZERO_KEYS, PARALLELISM_KEYS
 
 REPO = Path(__file__).resolve().parent.parent
 

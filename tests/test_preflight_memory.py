@@ -1,8 +1,8 @@
-"""The memory plan against published points (memory_plan/calibration.py), and the shape of its API."""
+"""The memory plan against published points (longctx/memory_plan/calibration.py), and the shape of its API."""
 
 import pytest
 
-from memory_plan.calibration import (
+from longctx.memory_plan.calibration import (
     LLAMA_8B,
     POINTS,
     TOLERANCE,
@@ -12,7 +12,7 @@ from memory_plan.calibration import (
     refuse_factor,
     within,
 )
-from memory_plan.memory import MemoryPlan, estimate, max_seq_len
+from longctx.memory_plan.estimate import MemoryPlan, estimate, max_seq_len
 
 STACK = {
     "offload_optimizer": True,
@@ -91,7 +91,7 @@ def test_memory_fit_refuses_only_past_the_published_headroom(over, level, monkey
     """A plan over the GPU but inside what published runs needed is a warning; beyond it, an error."""
     from types import SimpleNamespace
 
-    from preflight.checks import memory_fit
+    from longctx.preflight.checks import memory_fit
 
     gib = 74.5
     plan = estimate(arch_config(LLAMA_8B), seq_len=131072, sp=8, num_gpus=8, **STACK)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from config.prepared import find_prepared, manifest_path, prep_settings, write_manifest
-from config.recipe import RecipeError, parse_recipe, recipe_topology
 from data_prep.__main__ import main as data_prep_main
-from training.prepared_data import prepared_dir
+from longctx.config.prepared import find_prepared, manifest_path, prep_settings, write_manifest
+from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
+from longctx.training.prepared_data import prepared_dir
 
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from config.paths import REPO_ROOT, recipe_names, resolve_recipe
-from config.topology import load_yaml_mapping
-from rehearsal.derive import SET_FOR_CPU, derive, mesh
-from rehearsal.miniature import miniature_config, scaled_heads
+from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT, recipe_names, resolve_recipe
+from longctx.config.topology import load_yaml_mapping
+from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
+from longctx.cpu_rehearsal.miniature import miniature_config, scaled_heads
 
 DEFAULT_TIER = ("llama3.1-8b/lora-256k-sp8", "qwen3-32b/sft-256k-2x8-sp8-dp2")
 # keys the rehearsal may change, and why: CPU kernels and precision (SET_FOR_CPU), the miniature's size and
@@ -29,7 +29,7 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
 
 def rehearse(name: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    argv = [sys.executable, "-m", "rehearsal", name, "--workdir", str(tmp_path / "work")]
+    argv = [sys.executable, "-m", "longctx.cpu_rehearsal", name, "--workdir", str(tmp_path / "work")]
     return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
 
 
@@ -57,7 +57,7 @@ def test_meshes_shrink_keeping_their_structure():
 
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-4B"])
 def test_the_miniature_architecture_keeps_ratio_rope_and_ties(model):
-    config = json.loads((REPO_ROOT / "architectures" / model / "config.json").read_text())
+    config = json.loads((ARCHITECTURES_DIR / model / "config.json").read_text())
     mini = miniature_config(config, 4, 400, {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": None})
     heads, kv = scaled_heads(config, 4)
     assert heads // kv == config["num_attention_heads"] // config["num_key_value_heads"] and kv % 4 == 0

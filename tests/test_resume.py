@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from config.recipe import RecipeError, parse_recipe
+from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 
 pytestmark = pytest.mark.distributed
@@ -119,7 +119,7 @@ def test_resume_on_another_mesh_is_refused_before_launch(runs):
         parse_recipe(argv)
     (problem,) = [str(p) for p in exc.value.problems if "resume_from_checkpoint" in str(p)]
     assert "world_size=2, sp_size=2" in problem and "world_size=4, sp_size=4" in problem
-    assert "python -m training.universal" in problem
+    assert "python -m longctx.training.universal" in problem
 
 
 def test_hub_token_appears_nowhere(runs):

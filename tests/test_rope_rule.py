@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from config.paths import RECIPES_DIR
-from config.topology import load_yaml_mapping
-from preflight.facts import position_range, recipe_facts
+from longctx.config.paths import RECIPES_DIR
+from longctx.config.topology import load_yaml_mapping
+from longctx.preflight.facts import position_range, recipe_facts
 
 GPU_RECIPES = sorted(p for p in RECIPES_DIR.rglob("*.yaml") if not load_yaml_mapping(p).get("use_cpu"))
 COVERS = re.compile(r"covers ([\d,]{5,}) positions")
@@ -45,7 +45,7 @@ def test_preflight_refuses_a_rope_that_covers_more_than_claimed(capsys, tmp_path
 
     import yaml
 
-    from preflight.cli import main
+    from longctx.preflight.cli import main
 
     raw = yaml.safe_load((RECIPES_DIR / "llama3.1-8b/sft-1m-4x8-sp8-dp4.yaml").read_text())
     raw["model_config_overrides"]["rope_parameters"]["factor"] = 128.0  # the recipe's old value

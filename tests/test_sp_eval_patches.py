@@ -6,9 +6,9 @@ import inspect
 
 import pytest
 
-from training.patches import PATCHES
+from longctx.training.patches import PATCHES
 
-SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("training.sp_eval:")]
+SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("longctx.training.sp_eval:")]
 
 
 def resolve(path: str):
@@ -37,7 +37,7 @@ def test_the_upstream_switch_is_still_the_one_turned_back_on(monkeypatch):
     """accelerate still asks for SP off in eval, and the installed registration turns it back on."""
     from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
-    from training import sp_eval
+    from longctx.training import sp_eval
 
     assert 'kwagrs["disable_in_eval"] = True' in inspect.getsource(resolve(SP_EVAL[1].target))
     seen = {}

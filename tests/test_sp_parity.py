@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from data_prep.synthetic import filler_sentence, haystack
+from longctx.training.retrieval.haystack import filler_sentence, haystack
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 
 pytestmark = pytest.mark.distributed
@@ -136,12 +136,12 @@ ALST_ON = ("--tiled_mlp", "true", "--activation_checkpoint_offload", "true")
 
 
 def test_alst_features_match_plain_sp2(runs):
-    """TiledMLP + checkpoint offload (training/alst.py) at sp=2 compute what sp=2 without them computes."""
+    """TiledMLP + checkpoint offload (longctx/training/alst.py) at sp=2 compute what sp=2 without them computes."""
     assert mismatches(runs(2), runs(2, extra=ALST_ON)) == []
 
 
 def test_throughput_metrics_are_logged(runs):
-    """training/metrics.py adds tokens/s (global and per rank) and peak memory to every logged step."""
+    """longctx/training/metrics.py adds tokens/s (global and per rank) and peak memory to every logged step."""
     history, _ = runs(2, extra=ALST_ON)
     assert all(row["tokens_per_s"] > 0 and row["peak_mem_gib"] > 0 for row in history)
     assert all(row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 2) for row in history)

@@ -2,8 +2,8 @@
 
 import json
 
-from data_prep.synthetic import passkey_documents, text_documents
 from data_prep.tiny_assets import ASSETS, differing_files, write_assets
+from longctx.training.retrieval.haystack import passkey_documents, text_documents
 
 
 def test_rebuild_reproduces_committed_assets(tmp_path):

@@ -1,8 +1,8 @@
-"""A ZeRO checkpoint resumes on another mesh after `python -m training.universal` converts it.
+"""A ZeRO checkpoint resumes on another mesh after `python -m longctx.training.universal` converts it.
 
 Each case trains tests/recipes/resume.yaml for 6 steps (checkpoint-3), checks that resuming on the new mesh is
 refused until converted, converts, resumes to step 6 and compares the losses with the uninterrupted run.
-Both meshes train on the same rows at every step (the dp-consistent data order, training/sp_data_order.py;
+Both meshes train on the same rows at every step (the dp-consistent data order, longctx/training/sp_data_order.py;
 sp=2 x dp=2 -> sp=2 resumes with accumulation 2 to keep the 2 sequences per step). All slow: the default
 tier converts a second-epoch sp=2 checkpoint and resumes it at sp=1 (tests/test_resume_epochs.py), sharing
 that file's launches.
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from config.recipe import RecipeError, parse_recipe
+from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers.launch import REPO, accelerate_launch, assert_ok, log_history
 
 pytestmark = pytest.mark.distributed
@@ -42,9 +42,9 @@ def test_checkpoint_resumes_on_another_mesh_through_the_universal_format(tmp_pat
     resume = [*FIXTURE, "--accelerate_config", resuming, "--output_dir", str(tmp_path / "resumed"), *overrides]
     resume += ["--resume_from_checkpoint", str(checkpoint)]
 
-    with pytest.raises(RecipeError, match="python -m training.universal"):
+    with pytest.raises(RecipeError, match="python -m longctx.training.universal"):
         parse_recipe(resume)  # refused before launch while only the per-rank ZeRO files exist
-    convert = [sys.executable, "-m", "training.universal", str(checkpoint)]
+    convert = [sys.executable, "-m", "longctx.training.universal", str(checkpoint)]
     proc = subprocess.run(convert, cwd=REPO, check=False, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     parse_recipe(resume)  # accepted once converted

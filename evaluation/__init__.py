@@ -1,1 +1,0 @@
-"""Long-context retrieval evaluation on a recipe's SP mesh (`make eval`, `python -m evaluation`)."""

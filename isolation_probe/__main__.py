@@ -1,8 +1,0 @@
-"""`python -m isolation_probe RECIPE [--sp N] ...`: prove packed documents stay isolated (exit 1 on a leak)."""
-
-import sys
-
-from isolation_probe.cli import main
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

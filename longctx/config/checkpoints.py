@@ -1,0 +1,89 @@
+"""Which checkpoint a resume means, and whether it can load on the mesh being launched.
+
+A ZeRO-3 checkpoint is partitioned over the world that saved it; DeepSpeed notices a different world
+only after the model and optimizer are built ("The checkpoint being loaded used a DP world size of 4 but
+the current world size is 2"). Every checkpoint this repository saves carries `topology.json`
+(longctx/training/resume.py), so the check runs before launch, from files alone, and names the fix.
+No torch or accelerate import: preflight calls this for a whole catalog.
+"""
+
+import glob
+import json
+import os
+import re
+from pathlib import Path
+
+TOPOLOGY_FILE = "topology.json"
+UNIVERSAL_LATEST = "latest_universal"  # written by longctx/training/universal.py next to DeepSpeed's `latest`
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    """The complete `checkpoint-N` folder with the highest N under output_dir, or None.
+
+    Complete means it holds `topology.json`, which is written after everything else of the save; a crash
+    mid-save leaves a folder without it, and the previous checkpoint is the one to resume. Checkpoints
+    saved elsewhere have no record, so among those `trainer_state.json` (the Trainer's last file) decides.
+    """
+    found = []
+    for path in Path(output_dir).glob("checkpoint-*"):
+        match = _CHECKPOINT.match(path.name)
+        if match and path.is_dir():
+            found.append((int(match.group(1)), path))
+    marker = TOPOLOGY_FILE if any((path / TOPOLOGY_FILE).is_file() for _, path in found) else "trainer_state.json"
+    complete = [(step, path) for step, path in found if (path / marker).is_file()]
+    return max(complete)[1] if complete else None
+
+
+def resolve_resume(value, output_dir: str | Path) -> str | None:
+    """`resume_from_checkpoint` as a folder: `true` means the latest checkpoint in output_dir.
+
+    A missing folder is an error here rather than deep in the Trainer, with the checkpoints that do exist.
+    """
+    if value in (None, "", False) or str(value).lower() in ("false", "none"):
+        return None
+    if str(value).lower() == "true":
+        latest = latest_checkpoint(output_dir)
+        if latest is None:
+            raise ValueError(
+                f"`resume_from_checkpoint: true` but {output_dir} holds no complete checkpoint-N folder; "
+                "train with `save_strategy: steps` first, or drop the key to start fresh"
+            )
+        return str(latest)
+    if not Path(value).is_dir():
+        latest = latest_checkpoint(output_dir)
+        hint = f"the latest in output_dir is {latest}" if latest else f"{output_dir} holds no checkpoint"
+        raise ValueError(f"`resume_from_checkpoint`: {value} is not a folder ({hint}); pass `true` for the latest")
+    return str(value)
+
+
+def saved_topology(checkpoint_dir: str | Path) -> dict | None:
+    """The mesh a checkpoint was saved on: topology.json, else the count of DeepSpeed's per-rank files."""
+    path = Path(checkpoint_dir) / TOPOLOGY_FILE
+    if path.is_file():
+        return json.loads(path.read_text())
+    ranks = glob.glob(os.path.join(checkpoint_dir, "global_step*", "*optim_states.pt"))
+    return {"world_size": len(ranks)} if ranks else None
+
+
+def mesh_mismatch(checkpoint_dir: str | Path, topology) -> tuple[str, str] | None:
+    """(what, fix) when `checkpoint_dir` cannot resume on `topology`'s mesh; None when it can."""
+    saved = saved_topology(checkpoint_dir)
+    if saved is None:
+        return None
+    launch = {"world_size": topology.world_size, "sp_size": topology.sp_size}
+    launch |= {"dp_replicate": topology.dp_replicate_size, "dp_shard": topology.dp_shard_size}
+    differ = [k for k in launch if k in saved and saved[k] != launch[k]]
+    if not differ or (Path(checkpoint_dir) / UNIVERSAL_LATEST).is_file():
+        return None
+    was = ", ".join(f"{k}={saved[k]}" for k in differ)
+    now = ", ".join(f"{k}={launch[k]}" for k in differ)
+    what = (
+        f"{checkpoint_dir} was saved with {was} but {topology.path} launches {now}; "
+        "a ZeRO checkpoint only loads on the mesh that saved it"
+    )
+    fix = (
+        "resume with the original accelerate_config, or convert it once with "
+        f"`python -m longctx.training.universal {checkpoint_dir}` and resume on the new mesh (docs/resume.md)"
+    )
+    return what, fix

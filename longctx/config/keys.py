@@ -1,0 +1,35 @@
+"""Known keys and the nearest-key suggestion for every config file the repository reads.
+
+An unknown key is an error, never a silent default; the message names the closest valid key when there is
+a plausible one. Recipes, accelerate YAMLs and DeepSpeed JSONs all go through `nearest_key_problems`.
+"""
+
+import difflib
+
+from longctx.config.problems import Problem, error
+
+
+def nearest_key_problems(mapping, known: set[str], where: str, otherwise: str, prefix: str = "") -> list[Problem]:
+    """One error per unknown key, suggesting the closest valid key when there is a plausible one."""
+    problems = []
+    for key in mapping:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+        fix = f"did you mean `{prefix}{close[0]}`?" if close else otherwise
+        problems.append(error(where, prefix + str(key), "unknown key", fix))
+    return problems
+
+
+def cli_keys(argv: list[str]) -> list[str]:
+    """Flag names on a command line, less `--config`/`--help` and HfArgumentParser's `--no_<bool>` negations."""
+    keys = [a[2:].split("=", 1)[0] for a in argv if a.startswith("--") and a not in ("--config", "--help")]
+    return [k.removeprefix("no_") for k in keys]
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A tool's own flags before `--`, recipe overrides after it (`make ... ARGS=` passes them so)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return list(argv), []

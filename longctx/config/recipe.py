@@ -1,0 +1,249 @@
+"""The recipe parser shared by `recipes/sft.py`, preflight and the tests.
+
+A recipe is one YAML read by TRL's `TrlParser` into three dataclasses: `RecipeArguments` (ours: data,
+topology, model initialisation), `SFTConfig` and `ModelConfig`. Parsing is strict (an unknown key is an
+error naming the file and the nearest valid key), and the checks that need only the recipe and its
+accelerate YAML run here, all collected and raised once, before any model or process group exists.
+"""
+
+import contextlib
+import dataclasses
+import io
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Literal
+
+from longctx.config.keys import cli_keys, nearest_key_problems
+from longctx.config.paths import repo_path
+from longctx.config.problems import Problem, error
+from longctx.config.rules import recipe_problems
+from longctx.config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
+
+
+class RecipeError(ValueError):
+    """A recipe cannot run as written; `problems` holds every reason, each naming its key and fix."""
+
+    def __init__(self, source: str, problems: list[Problem | str]):
+        self.source, self.problems = source, problems
+        lines = [str(p) for p in problems]
+        super().__init__(f"{source}: " + "\n  ".join(["recipe cannot run:"] + lines))
+
+
+def _script_arguments_base():
+    from trl import ScriptArguments
+
+    return ScriptArguments
+
+
+@dataclass
+class RecipeArguments(_script_arguments_base()):
+    """Recipe keys that TRL's dataclasses lack: the topology the recipe runs on and how the model starts."""
+
+    accelerate_config: str | None = field(
+        default=None,
+        metadata={
+            "help": "The accelerate YAML this recipe runs with (relative to the repository root). "
+            "`make sft RECIPE=..` launches with it, and the entrypoint refuses any other topology."
+        },
+    )
+    model_init: Literal["pretrained", "random"] = field(
+        default="pretrained",
+        metadata={
+            "help": "`pretrained` loads weights from model_name_or_path; `random` builds the model from its "
+            "config with random weights seeded by `seed` (no weight download)."
+        },
+    )
+    # ---- ALST memory features (longctx/training/alst.py, longctx/training/model_config.py); all off by default
+    model_config_overrides: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Keys that replace the model config's (e.g. `rope_parameters` for a longer context, "
+            "`max_position_embeddings`), in both `random` and `pretrained` mode. A JSON string on the command line."
+        },
+    )
+    model_config_source: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where the architecture config comes from instead of model_name_or_path (e.g. a snapshot in "
+            "recipes/assets/architectures/), so `model_init: random` needs no download of the model repository."
+        },
+    )
+    tiled_mlp: bool = field(
+        default=False,
+        metadata={"help": "Run every MLP through DeepSpeed's TiledMLP: sequence tiles, recomputed in backward."},
+    )
+    tiled_mlp_shards: int | None = field(
+        default=None,
+        metadata={"help": "Tiles per MLP call; None: ceil(tokens per rank / hidden_size), as ALST does."},
+    )
+    activation_checkpoint_offload: bool = field(
+        default=False,
+        metadata={"help": "Keep each checkpointed layer's input in host memory until backward needs it."},
+    )
+    # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
+    config_source: str = field(default="command line", init=False, repr=False)
+
+    # ---- data preparation (data_prep/, `make data`): checked by rules.prepared_data.prepared_data_problems
+    prepare_data: Literal["off", "packed", "unpacked"] = field(
+        default="off",
+        metadata={
+            "help": "`packed`/`unpacked`: train on the dataset `make data` prepares (tokenized, padded to a "
+            "multiple of sp; packed puts several documents in one sequence). `off`: TRL tokenizes on the fly."
+        },
+    )
+    dataset_format: Literal["auto", "text", "messages", "prompt_completion"] = field(
+        default="auto", metadata={"help": "Format of the raw rows for data_prep; `auto` reads the columns."}
+    )
+    long_document_policy: Literal["auto", "split", "truncate", "drop"] = field(
+        default="auto",
+        metadata={"help": "Documents longer than max_length: `auto` splits text and drops chats/prompts."},
+    )
+    seq_alignment: int = field(
+        default=1, metadata={"help": "Pad prepared sequences to a multiple of this too (e.g. 64), besides sp."}
+    )
+    prepared_data_dir: str = field(
+        default="data/prepared", metadata={"help": "Parent folder of prepared datasets (cache, by content key)."}
+    )
+    eval_holdout: float = field(
+        default=0.0,
+        metadata={
+            "help": "Whole documents held out of training for evaluation, prepared like the training data: a "
+            "fraction (0.05) or a count (200); chosen by a seeded hash of each row (data_prep/eval_split.py)."
+        },
+    )
+    retrieval_eval_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Every this many steps, score a slice of the retrieval eval (passkey and multi-key at max_length, "
+            "longctx/training/retrieval/callback.py) and log its accuracy like the eval loss; 0: off."
+        },
+    )
+    retrieval_eval_samples: int = field(default=2, metadata={"help": "Examples per cell of that slice (6 cells)."})
+    allow_cross_document_attention: bool = field(
+        default=False,
+        metadata={
+            "help": "Let packed documents attend to each other (no document isolation). Off by default: sdpa keeps "
+            "them apart by splitting attention at position_ids restarts, at any sp size "
+            "(longctx/training/isolation.py)."
+        },
+    )
+
+
+def make_parser():
+    from trl import ModelConfig, SFTConfig, TrlParser
+
+    return TrlParser((RecipeArguments, SFTConfig, ModelConfig))
+
+
+def recipe_keys() -> set[str]:
+    """Every key a recipe may hold: the fields of the entrypoint's three dataclasses, plus TRL's `env`."""
+    from trl import ModelConfig, SFTConfig
+
+    classes = (RecipeArguments, SFTConfig, ModelConfig)
+    return {f.name for cls in classes for f in dataclasses.fields(cls) if f.init} | {"env"}
+
+
+def gpu_precision_without_gpu(values: dict, cli: list[str]) -> bool:
+    """True for a bf16 GPU recipe read on a machine without a GPU (validation, planning, the GPU check).
+
+    TrainingArguments rejects `bf16: true` where no GPU is visible, which would hide every other check
+    (and `make sft`'s "needs N GPUs") behind "Your setup doesn't support bf16/gpu"; such a recipe is
+    parsed with bf16 off and the flag restored afterwards (the entrypoint refuses to train it without a GPU).
+    """
+    import torch
+
+    wants_bf16 = values.get("bf16") is True and "--bf16" not in cli and "--no_bf16" not in cli
+    return wants_bf16 and not values.get("use_cpu") and not torch.cuda.is_available()
+
+
+def _argparse_problem(text: str, source: str) -> Problem:
+    """argparse's complaint about a command-line value, as a Problem naming the flag."""
+    last = text.strip().splitlines()[-1] if text.strip() else "could not parse the command line"
+    match = re.search(r"argument --([\w-]+)", last)
+    key = match.group(1) if match else "command line"
+    return error("command line", key, last.split("error: ", 1)[-1], f"see `python recipes/sft.py --help` ({source})")
+
+
+def parse_values(values: dict, cli: list[str], source: str):
+    """(recipe, sft, model) from a recipe's YAML values and command-line flags, exactly as TrlParser reads them.
+
+    The YAML's values become the parser's defaults and the command line is parsed by argparse against the
+    dataclass field types, as TRL does: `--save_strategy no` stays the string "no", an enum field gets its
+    choices checked, and an error names the flag. The entrypoint and preflight both parse through here.
+    """
+    values = dict(values)
+    values.pop("env", None)
+    bf16_deferred = gpu_precision_without_gpu(values, cli)
+    parser = make_parser()
+    parser.set_defaults_with_config(**values)
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            recipe, sft, model = parser.parse_args_into_dataclasses(
+                args=list(cli) + (["--bf16", "false"] if bf16_deferred else [])
+            )
+    except SystemExit as exc:
+        if exc.code == 0:  # `--help` printed the usage
+            raise
+        raise RecipeError(source, [_argparse_problem(stderr.getvalue(), source)]) from None
+    except (ValueError, TypeError) as exc:
+        key = next((k for k in cli_keys(cli) + list(values) if f"{k}" in str(exc)), "recipe")
+        raise RecipeError(source, [error(source, key, str(exc), "fix the value as the message says")]) from None
+    if bf16_deferred:
+        sft.bf16 = True
+    if recipe.prepare_data is False:  # YAML reads a bare `off` as false
+        recipe.prepare_data = "off"
+    recipe.config_source = source
+    return recipe, sft, model
+
+
+def parse_recipe(argv: list[str]):
+    """Parse `--config recipe.yaml [--key value ...]` into (recipe, sft_config, model_config) or raise RecipeError.
+
+    Strict: an unknown key in the file or on the command line, or any error of `check_recipe`, refuses it.
+    """
+    argv = list(argv)
+    source = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
+    cli = [a for i, a in enumerate(argv) if a != "--config" and (i == 0 or argv[i - 1] != "--config")]
+    try:
+        values = load_yaml_mapping(source) if source != "command line" else {}
+    except ConfigError as exc:
+        raise RecipeError(source, [str(exc)]) from None
+    known = recipe_keys()
+    problems = nearest_key_problems(values, known, source, "remove it, or check the spelling against `--help`")
+    problems += nearest_key_problems(cli_keys(cli), known, "command line", "check the spelling against `--help`")
+    if problems:
+        raise RecipeError(source, problems)
+    for key, value in (values.get("env") or {}).items():  # TRL's `env` key, as TrlParser applies it
+        os.environ[key] = str(value)
+    recipe, sft, model = parse_values(values, cli, source)
+    errors = [p for p in check_recipe(recipe, sft, model, source) if p.severity == "error"]
+    if errors:
+        raise RecipeError(source, errors)
+    return recipe, sft, model
+
+
+def recipe_topology(recipe: RecipeArguments) -> Topology:
+    """The topology of the recipe's accelerate YAML, resolved against the repository root."""
+    return read_topology(repo_path(recipe.accelerate_config))
+
+
+def check_recipe(recipe, sft, model, source: str) -> list[Problem]:
+    """Every rule about the recipe on its own topology (longctx/config/rules/), errors and warnings."""
+    if not recipe.accelerate_config:
+        fix = "name the accelerate YAML, e.g. `accelerate_config: accelerate_configs/cpu-sp2.yaml`"
+        return [error(source, "accelerate_config", "is not set", fix)]
+    try:
+        topo = recipe_topology(recipe)
+    except ConfigError as exc:
+        fix = "point `accelerate_config` at an existing accelerate YAML under accelerate_configs/"
+        return [error(source, "accelerate_config", str(exc), fix)]
+    return recipe_problems(recipe, sft, model, topo, source)
+
+
+def exit_on_recipe_error(exc: RecipeError) -> None:
+    """Print the problems without a traceback and exit 2 (an unusable configuration)."""
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(2)

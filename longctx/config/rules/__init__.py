@@ -1,0 +1,29 @@
+"""Every rule about a recipe, one module per subject, each rule written once and returning `Problem`s.
+
+`recipe_problems` runs them all: the entrypoint refuses a recipe with any error among them (through
+`longctx.config.recipe.parse_recipe`), and preflight reports the same list beside its machine-level checks.
+"""
+
+from longctx.config.problems import Problem
+from longctx.config.rules.alst import alst_problems
+from longctx.config.rules.chat_template import chat_template_problems
+from longctx.config.rules.evaluation import evaluation_problems
+from longctx.config.rules.isolation import packed_isolation_problems
+from longctx.config.rules.prepared_data import prepared_data_problems
+from longctx.config.rules.resume import resume_recipe_problems
+from longctx.config.rules.sequence import sequence_problems
+
+RULES = (
+    sequence_problems,
+    prepared_data_problems,
+    packed_isolation_problems,
+    resume_recipe_problems,
+    alst_problems,
+    evaluation_problems,
+    chat_template_problems,
+)
+
+
+def recipe_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+    """Every reason the recipe cannot run (errors) or runs worse than it could (warnings) on `topo`."""
+    return [problem for rule in RULES for problem in rule(recipe, sft, model, topo, source)]

@@ -1,0 +1,52 @@
+"""Which attention implementations keep packed documents apart, and the recipe check built on that.
+
+Packing is only correct if no token attends to another document. This module is the one place that
+says when that is guaranteed, so preflight and the entrypoint cannot disagree:
+
+- sdpa: yes, through longctx/training/isolation.py (registered as `sdpa`; splits at position_ids restarts),
+  at any sp size and micro batch size; `python -m longctx.leak_probe RECIPE --sp N` proves it.
+- flash_attention_2/3: yes, through transformers' varlen path, which reads document starts from
+  position_ids, but only for a micro batch of one row (transformers checks packing only at batch 1).
+- eager (unsupported under SP), flex_attention (the SP wrapper rebuilds a plain causal BlockMask) and
+  any name this module does not know: no.
+"""
+
+from longctx.config.problems import Problem, error
+
+FLASH_BACKENDS = ("flash_attention_2", "flash_attention_3")
+
+
+def isolation_guarantee(attn_implementation: str | None, sp_size: int, micro_batch_size: int) -> tuple[bool, str]:
+    """(isolated, reason): whether packed documents stay apart with this backend, and why or why not."""
+    if attn_implementation == "sdpa":
+        return True, f"sdpa at sp={sp_size}: longctx/training/isolation.py splits attention at position_ids restarts"
+    if attn_implementation in FLASH_BACKENDS:
+        if micro_batch_size == 1:
+            return True, f"{attn_implementation}: varlen attention from position_ids (micro batch of one row)"
+        return False, (
+            f"{attn_implementation} reads document starts from position_ids only for a micro batch of one row, "
+            f"and per_device_train_batch_size is {micro_batch_size}; set it to 1 (raise gradient_accumulation_steps)"
+        )
+    if attn_implementation == "eager":
+        return False, "eager has no document-aware path (and Ulysses SP does not support it); use sdpa"
+    if attn_implementation == "flex_attention":
+        return False, "flex_attention gets a plain causal BlockMask under SP, without a document mask; use sdpa"
+    return False, f"attention implementation {attn_implementation!r} is unknown to the isolation policy; use sdpa"
+
+
+def is_packed(recipe, sft) -> bool:
+    """Whether the recipe trains on packed rows (several documents per sequence)."""
+    if getattr(recipe, "prepare_data", "off") == "packed":
+        return True
+    return bool(getattr(sft, "packing", False) or getattr(sft, "padding_free", False))
+
+
+def packed_isolation_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+    """One problem when packed data would silently attend across documents; none otherwise."""
+    if not is_packed(recipe, sft) or getattr(recipe, "allow_cross_document_attention", False):
+        return []
+    isolated, reason = isolation_guarantee(model.attn_implementation, topo.sp_size, sft.per_device_train_batch_size)
+    if isolated:
+        return []
+    msg = f"packed documents would attend to each other: {reason}"
+    return [error(source, "attn_implementation", msg, "or set `allow_cross_document_attention: true` if intended")]

@@ -1,0 +1,46 @@
+"""Recipe rules for the data-preparation keys (`prepare_data`, `seq_alignment`, ...).
+
+Whether packed rows stay isolated on the recipe's attention backend is longctx/config/rules/isolation.py's call.
+"""
+
+import math
+
+from longctx.config.problems import Problem, error
+
+
+def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+    """Every reason a recipe's `prepare_data` setting cannot run, each naming the key and the fix."""
+    bad_holdout = recipe.eval_holdout < 0 or (
+        recipe.eval_holdout >= 1 and recipe.eval_holdout != int(recipe.eval_holdout)
+    )
+    if recipe.prepare_data == "off":
+        if recipe.eval_holdout:
+            msg = "holds documents out of the data `prepare_data` prepares, but `prepare_data` is off"
+            fix = "drop `eval_holdout` and use the dataset's own split (`dataset_test_split`)"
+            return [error(source, "eval_holdout", msg, fix)]
+        return []
+    problems = []
+    if sft.eval_strategy != "no" and not recipe.eval_holdout:
+        strategy = getattr(sft.eval_strategy, "value", sft.eval_strategy)
+        msg = f"is `{strategy}`, but with `prepare_data` the eval rows are held-out documents and none are held out"
+        fix = "set `eval_holdout` (a fraction like 0.05 or a count like 200), or `eval_strategy: no`"
+        problems.append(error(source, "eval_strategy", msg, fix))
+    if bad_holdout:
+        msg = f"{recipe.eval_holdout} must be a fraction in (0, 1) or a whole number of documents"
+        problems.append(error(source, "eval_holdout", msg, "use e.g. 0.05 or 200 (0 holds nothing out)"))
+    if sft.packing or sft.padding_free:
+        msg = "are TRL's packing; with `prepare_data` data_prep packs"
+        problems.append(error(source, "packing", msg, "set `packing: false` and `padding_free: false`"))
+    if not sft.max_length:
+        problems.append(error(source, "max_length", "is unset; `prepare_data` needs it", "set `max_length`"))
+    if recipe.seq_alignment < 1:
+        problems.append(error(source, "seq_alignment", f"must be >= 1, got {recipe.seq_alignment}", "use 1 or 64"))
+    elif sft.max_length and sft.max_length % math.lcm(topo.sp_size, recipe.seq_alignment):
+        m = math.lcm(topo.sp_size, recipe.seq_alignment)
+        align = recipe.seq_alignment
+        msg = f"{sft.max_length} is not a multiple of lcm(sp={topo.sp_size}, seq_alignment={align}) = {m}"
+        problems.append(error(source, "max_length", msg, f"use {max(sft.max_length // m, 1) * m}"))
+    if recipe.dataset_streaming:
+        msg = "has no effect with `prepare_data` (data_prep streams)"
+        problems.append(error(source, "dataset_streaming", msg, "drop it"))
+    return problems

@@ -1,0 +1,147 @@
+"""The rehearsal's recipe, accelerate YAML and DeepSpeed JSON: the real ones with only what a CPU cannot run changed.
+
+Every change is recorded with its reason, and the rehearsal prints the list, so what the rehearsal did not
+prove is on screen next to what it did.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from longctx.config.paths import repo_path
+from longctx.config.topology import load_yaml_mapping
+
+MAX_PROCESSES = 4  # what a 2-core CI machine runs in reasonable time
+LENGTH = 256  # tokens per sequence: several documents per packed row, seconds per step
+STEPS, SAVE_AT = 3, 2  # checkpoint at step 2, resume from it, finish at step 3
+# sp x dp over gloo needs the all-to-all fix of the mesh work; until it lands, an sp x dp recipe rehearses its
+# SP half (dp=1). Set True once `accelerate_configs/cpu-sp2-dp2.yaml`-style meshes train on CPU.
+SP_TIMES_DP_ON_GLOO = False
+
+
+@dataclass
+class Derived:
+    recipe: dict
+    accelerate: dict
+    deepspeed: dict | None
+    sp: int
+    dp: int
+    changes: list[str] = field(default_factory=list)
+
+
+def mesh(sp: int, dp: int, machines: int) -> tuple[int, int, list[str]]:
+    """(sp, dp) for at most MAX_PROCESSES processes on one machine, keeping the structure (sp inside, dp across)."""
+    notes = []
+    new_dp = dp if SP_TIMES_DP_ON_GLOO else 1
+    if new_dp != dp:
+        notes.append(f"mesh: dp={dp} -> dp=1: sp x dp does not train over gloo yet; the SP half is rehearsed")
+    new_sp = sp
+    while new_sp * new_dp > MAX_PROCESSES:
+        if new_sp > 1:
+            new_sp //= 2
+        else:
+            new_dp //= 2
+    if new_sp != sp:
+        notes.append(f"mesh: sp={sp} -> sp={new_sp} ({new_sp * new_dp} CPU processes at most {MAX_PROCESSES})")
+    if machines > 1:
+        notes.append(f"mesh: {machines} machines -> 1 (the same ranks, on one host over gloo)")
+    return new_sp, new_dp, notes
+
+
+def derive_accelerate(raw: dict, sp: int, dp: int, ds_path: Path | None) -> dict:
+    out = {k: v for k, v in raw.items() if k not in ("main_process_ip", "main_process_port")}
+    out.update(num_machines=1, machine_rank=0, num_processes=sp * dp, use_cpu=False)
+    pc = dict(out.get("parallelism_config") or {})
+    pc.update(
+        parallelism_config_sp_size=sp,
+        parallelism_config_dp_shard_size=dp,
+        parallelism_config_dp_replicate_size=1,
+        parallelism_config_sp_attn_implementation="sdpa",
+    )
+    out["parallelism_config"] = pc
+    if ds_path is not None:
+        out["deepspeed_config"] = {**out["deepspeed_config"], "deepspeed_config_file": str(ds_path)}
+    return out
+
+
+def derive_deepspeed(raw: dict) -> tuple[dict, list[str]]:
+    """fp32 all-to-alls, and torch's AdamW where the JSON asks DeepSpeed for its CPU Adam kernel."""
+    ds, notes = json.loads(json.dumps(raw)), []
+    if ds.get("seq_parallel_communication_data_type", "fp32") != "fp32":
+        notes.append(f"deepspeed: SP all-to-all in fp32 (was {ds['seq_parallel_communication_data_type']}): fp32 run")
+        ds["seq_parallel_communication_data_type"] = "fp32"
+    zero = ds.get("zero_optimization", {})
+    offloaded = [k for k in ("offload_optimizer", "offload_param") if zero.get(k, {}).get("device") == "cpu"]
+    if offloaded:
+        ds.pop("optimizer", None)
+        ds["zero_force_ds_cpu_optimizer"] = False
+        notes.append(
+            f"deepspeed: {', '.join(offloaded)} to host memory kept; the optimizer step is torch's AdamW instead of "
+            "DeepSpeedCPUAdam (a C++ extension compiled on first use: minutes on 2 cores)"
+        )
+    return ds, notes
+
+
+SET_FOR_CPU = {
+    "attn_implementation": ("sdpa", "FlashAttention needs CUDA; sdpa isolates packed documents the same way"),
+    "dtype": ("float32", "bf16 matmuls on CPU are slow and looser; fp32 compares losses tightly"),
+    "bf16": (False, "no bf16 autocast on CPU"),
+    "use_liger_kernel": (False, "Liger's kernels are Triton (GPU only)"),
+    "use_cpu": (True, "CPU run"),
+}
+
+
+def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
+    out, notes = dict(raw), []
+    for key, (value, why) in SET_FOR_CPU.items():
+        if raw.get(key, value) != value:
+            notes.append(f"{key}: {raw.get(key)!r} -> {value!r} ({why})")
+        out[key] = value
+    sized = {
+        "model_name_or_path": str(work / "model"),
+        "model_init": "random",
+        "dataset_name": str(work / "data"),
+        "dataset_train_split": "train",
+        "dataset_config": None,
+        "max_length": LENGTH,
+        "max_steps": STEPS,
+        "save_strategy": "steps",
+        "save_steps": SAVE_AT,
+        "logging_steps": 1,
+        "output_dir": str(work / "out"),
+        "prepared_data_dir": str(work / "prepared"),
+        "accelerate_config": str(work / "accelerate.yaml"),
+        "report_to": "none",
+    }
+    if raw.get("attn_implementation") in ("sdpa", None) and raw.get("prepare_data") == "packed":
+        notes.append(
+            "attention: sdpa as the recipe sets it; on CPU packed rows take the per-document path "
+            "(torch's varlen FlashAttention kernel, which a GPU run uses, is CUDA only)"
+        )
+    out.pop("model_config_source", None)
+    out.update(sized)
+    if sp > 1:  # gloo needs one shape on every rank (longctx.config.recipe's rule for sp>1 on CPU)
+        out["pad_to_multiple_of"] = LENGTH
+    notes.append(
+        f"size: max_length {raw.get('max_length')} -> {LENGTH}, {STEPS} steps (checkpoint at {SAVE_AT}), data, model "
+        "and outputs in the rehearsal's folder"
+    )
+    return {k: v for k, v in out.items() if v is not None}, notes
+
+
+def derive(recipe_path: Path, work: Path) -> Derived:
+    """The rehearsal's three files, as dicts, with every change from the real recipe listed."""
+    from longctx.config.topology import read_topology
+
+    raw = load_yaml_mapping(recipe_path)
+    accel_path = repo_path(raw["accelerate_config"])
+    accel = load_yaml_mapping(accel_path)
+    topo = read_topology(accel_path)
+    sp, dp, notes = mesh(topo.sp_size, topo.world_size // topo.sp_size, topo.num_machines)
+    ds = None
+    if topo.distributed_type == "DEEPSPEED":
+        ds, ds_notes = derive_deepspeed(json.loads(repo_path(topo.deepspeed_config_file).read_text()))
+        notes += ds_notes
+    recipe, recipe_notes = derive_recipe(raw, work, sp)
+    accelerate = derive_accelerate(accel, sp, dp, work / "deepspeed.json" if ds is not None else None)
+    return Derived(recipe, accelerate, ds, sp, dp, notes + recipe_notes)

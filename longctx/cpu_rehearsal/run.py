@@ -1,0 +1,158 @@
+"""The rehearsal's steps, each through the command a GPU run uses: preflight, data_prep, `accelerate launch`.
+
+preflight  `python -m longctx.preflight <rehearsal recipe> --this-machine`, as `make sft` runs it
+prepare    `python -m data_prep --recipe <rehearsal recipe>`: the recipe's format, policy, mode, alignment
+train      `accelerate launch --config_file <rehearsal accelerate YAML> recipes/sft.py --config ...`,
+           checkpoint at step SAVE_AT, final model at step STEPS
+resume     the same launch with --resume_from_checkpoint <checkpoint>: step STEPS must repeat its loss
+load       the final model (or LoRA adapter) back with from_pretrained, and its tokenizer
+sp=1       the same miniature on one process: its first-step loss must equal the rehearsal's
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from longctx.config.paths import REPO_ROOT
+from longctx.cpu_rehearsal.derive import SAVE_AT, STEPS, Derived
+
+LOSS_RTOL = 1e-4  # fp32; SP reorders sums (measured agreement in tests/test_sp_parity.py: ~1e-7 relative)
+
+
+class StepFailed(RuntimeError):
+    """A rehearsal step failed; the message says which and shows the tail of its output."""
+
+
+def env() -> dict:
+    extra = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, **extra}
+
+
+def command(name: str, argv: list[str], timeout: int = 900) -> str:
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=REPO_ROOT, env=env(), capture_output=True, text=True, timeout=timeout, check=False)
+    took = time.monotonic() - start
+    if proc.returncode != 0:
+        tail = (proc.stdout[-2500:] + "\n" + proc.stderr[-4000:]).strip()
+        raise StepFailed(f"{name} failed (exit {proc.returncode}, {took:.0f}s): {' '.join(argv[:8])} ...\n{tail}")
+    print(f"[rehearsal] {name}: ok ({took:.0f}s)", flush=True)
+    return proc.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_files(derived: Derived, work: Path, name: str = "") -> Path:
+    """The rehearsal recipe (+ its accelerate YAML and DeepSpeed JSON); returns the recipe's path."""
+    work.mkdir(parents=True, exist_ok=True)
+    if derived.deepspeed is not None:
+        (work / f"deepspeed{name}.json").write_text(json.dumps(derived.deepspeed, indent=2))
+    (work / f"accelerate{name}.yaml").write_text(yaml.safe_dump(derived.accelerate, sort_keys=False))
+    path = work / f"recipe{name}.yaml"
+    path.write_text(yaml.safe_dump(derived.recipe, sort_keys=False))
+    return path
+
+
+def launch(name: str, derived: Derived, recipe: Path, *extra: str) -> str:
+    accel = derived.recipe["accelerate_config"]
+    argv = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accel]
+    argv += ["--main_process_port", str(free_port()), "recipes/sft.py", "--config", str(recipe), *extra]
+    out = command(name, argv)
+    if f"x sp={derived.sp};" not in out:
+        raise StepFailed(f"{name}: the run did not report sp={derived.sp}:\n{out[-2000:]}")
+    return out
+
+
+def losses(output_dir: Path) -> dict[int, float]:
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    return {row["step"]: row["loss"] for row in state["log_history"] if "loss" in row}
+
+
+def close(a: float, b: float) -> bool:
+    return abs(a - b) <= LOSS_RTOL * max(abs(a), abs(b))
+
+
+def train_and_resume(derived: Derived, recipe: Path) -> dict[int, float]:
+    out = Path(derived.recipe["output_dir"])
+    launch("train", derived, recipe)
+    first = losses(out)
+    if sorted(first) != list(range(1, STEPS + 1)) or not (out / f"checkpoint-{SAVE_AT}").is_dir():
+        raise StepFailed(f"train: expected losses for steps 1..{STEPS} and checkpoint-{SAVE_AT}, got {sorted(first)}")
+    launch("resume", derived, recipe, "--resume_from_checkpoint", str(out / f"checkpoint-{SAVE_AT}"))
+    again = losses(out)
+    if not close(first[STEPS], again[STEPS]):
+        raise StepFailed(f"resume: step {STEPS} loss {again[STEPS]:.7f} after resuming, {first[STEPS]:.7f} before")
+    print(f"[rehearsal] resume: step {STEPS} loss {again[STEPS]:.6f} = {first[STEPS]:.6f} without the restart")
+    return first
+
+
+def load_back(derived: Derived) -> None:
+    """from_pretrained on the saved output, as a user (or the eval) loads it."""
+    start = time.monotonic()
+    try:
+        what, loss = _load_and_score(Path(derived.recipe["output_dir"]), derived.recipe)
+    except (OSError, ValueError, KeyError) as exc:
+        raise StepFailed(f"load: {type(exc).__name__}: {exc}") from None
+    print(f"[rehearsal] load: ok ({time.monotonic() - start:.0f}s): {what}, loss {loss:.4f} on a sample")
+
+
+def _load_and_score(out: Path, recipe: dict) -> tuple[str, float]:
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    if (out / "adapter_config.json").is_file():
+        from peft import PeftModel
+
+        # The base is the random miniature, rebuilt from its seed as the entrypoint built it (for real: the Hub's)
+        torch.manual_seed(int(recipe.get("seed", 42)))
+        base = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(recipe["model_name_or_path"]))
+        model = PeftModel.from_pretrained(base, out)
+        saved = load_file(out / "adapter_model.safetensors")
+        loaded = {k: v for k, v in model.state_dict().items() if "lora_" in k}
+        if len(loaded) != len(saved) or not saved:
+            raise ValueError(f"the adapter has {len(saved)} tensors but the model took {len(loaded)}")
+        what = f"LoRA adapter ({len(saved)} tensors) on the base model"
+    else:
+        model, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+        if info["missing_keys"] or info["unexpected_keys"]:
+            raise ValueError(f"missing {info['missing_keys'][:5]}, unexpected {info['unexpected_keys'][:5]}")
+        what = "full model"
+    ids = tokenizer("The pass key is", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        loss = model(input_ids=ids, labels=ids).loss
+    if not torch.isfinite(loss):
+        raise ValueError(f"the loaded model's loss is {loss}")
+    return f"{what} from {out}", loss.item()
+
+
+def compare_sp1(derived: Derived, sp1: Derived, work: Path, first: dict[int, float]) -> None:
+    recipe = write_files(sp1, work, "-sp1")
+    command("prepare (sp=1)", [sys.executable, "-m", "data_prep", "--recipe", str(recipe)])
+    launch("train (sp=1)", sp1, recipe, "--max_steps", "1", "--save_strategy", "no")
+    base = losses(Path(sp1.recipe["output_dir"]))[1]
+    if not close(first[1], base):
+        raise StepFailed(f"sp=1: first-step loss {base:.7f} at sp=1 but {first[1]:.7f} at sp={derived.sp}")
+    print(f"[rehearsal] sp=1: first-step loss {base:.7f} = {first[1]:.7f} at sp={derived.sp}")
+
+
+def rehearse(derived: Derived, sp1: Derived | None, work: Path) -> None:
+    recipe = write_files(derived, work)
+    command("preflight", [sys.executable, "-m", "longctx.preflight", str(recipe), "--this-machine"])
+    command("prepare", [sys.executable, "-m", "data_prep", "--recipe", str(recipe)])
+    first = train_and_resume(derived, recipe)
+    load_back(derived)
+    if sp1 is None:
+        print("[rehearsal] sp=1: the rehearsal already runs at sp=1; nothing to compare")
+    else:
+        compare_sp1(derived, sp1, work, first)

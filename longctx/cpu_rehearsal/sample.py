@@ -1,0 +1,51 @@
+"""A small dataset in the recipe's own format and column names, generated here (nothing is downloaded).
+
+`messages`: conversations as LongAlign-10k has them (a `messages` list of user/assistant turns, some with
+two turns, so masks cover more than one answer); `text`: a `text` column as PG-19 has it, some documents longer
+than the rehearsal's max_length so the split policy runs; `prompt_completion`: `prompt` and `completion`.
+Lengths vary from a few dozen tokens to beyond max_length, so packing, padding and the long-document
+policy all have work to do.
+"""
+
+import json
+import random
+from pathlib import Path
+
+from longctx.training.retrieval.haystack import filler_sentence, haystack
+
+ROWS = 40
+
+
+def conversation(rng: random.Random) -> list[dict]:
+    key = str(rng.randrange(10_000, 100_000))
+    turns = [
+        {"role": "user", "content": haystack(rng, rng.randint(2, 10), key) + " What is the pass key?"},
+        {"role": "assistant", "content": f"The pass key is {key}."},
+    ]
+    if rng.random() < 0.4:
+        turns += [
+            {"role": "user", "content": "Say it once more, with a sentence after it."},
+            {"role": "assistant", "content": f"{key}. {filler_sentence(rng)}"},
+        ]
+    return turns
+
+
+def row(fmt: str, rng: random.Random) -> dict:
+    if fmt == "messages":
+        return {"messages": conversation(rng)}
+    if fmt == "prompt_completion":
+        key = str(rng.randrange(10_000, 100_000))
+        return {"prompt": haystack(rng, rng.randint(2, 10), key) + " Pass key?", "completion": f" {key}."}
+    return {"text": " ".join(filler_sentence(rng) for _ in range(rng.randint(3, 40)))}
+
+
+def write_sample(folder: Path, fmt: str, seed: int) -> list[str]:
+    """Write `train.jsonl` under `folder`; returns the rows' texts (the stand-in tokenizer's training corpus)."""
+    if fmt not in ("messages", "text", "prompt_completion"):
+        fmt = "text"  # `auto` reads the columns: text rows are what an unnamed format most often is
+    rng = random.Random(seed)
+    rows = [row(fmt, rng) for _ in range(ROWS)]
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "train.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return [json.dumps(r) for r in rows]

@@ -1,0 +1,183 @@
+"""The retrieval eval on every rank of the recipe's mesh (started by `python -m longctx.evaluation`).
+
+The model is prepared by accelerate exactly as for training (DeepSpeed with the recipe's ZeRO config, Ulysses
+attention registered for the recipe's sp, kept on in eval by longctx/training/sp_eval.py). Every rank builds the same
+examples; each SP group takes every dp-th one, and each rank of the group runs its shard of the sequence
+(position_ids are the global positions). Only the positions that predict an answer token go through the LM
+head, so no [sequence, vocab] logits are ever built: a 256K-token example costs a training step's forward.
+"""
+
+import os
+import sys
+import time
+
+import torch
+
+from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
+from longctx.evaluation.cost import measured_cost
+from longctx.training.retrieval.scoring import answer_sums, shard, shift_labels, verdict
+from longctx.training.retrieval.tasks import grid
+from longctx.training.shutdown import exit_cleanly
+
+
+def load_model(recipe, sft, model_args, checkpoint: str | None):
+    """(model, tokenizer): the checkpoint when given, else the recipe's starting model (random: seeded)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from longctx.training.model_config import build_random_model
+
+    source = checkpoint or model_args.model_name_or_path
+    tok_source = checkpoint if checkpoint and os.path.isfile(os.path.join(checkpoint, "tokenizer.json")) else None
+    tok = AutoTokenizer.from_pretrained(tok_source or model_args.model_name_or_path)
+    if checkpoint is None and recipe.model_init == "random":
+        return build_random_model(recipe, model_args, sft.seed, sft.trust_remote_code), tok
+    kwargs = {"attn_implementation": model_args.attn_implementation, "dtype": model_args.dtype}
+    return AutoModelForCausalLM.from_pretrained(source, trust_remote_code=sft.trust_remote_code, **kwargs), tok
+
+
+def prepare(model, sft):
+    """The model as accelerate prepares it for this mesh; returns (model, accelerator, sp size, sp rank)."""
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader
+
+    from longctx.training.sp_eval import keep_sp_in_eval, sp_enabled
+
+    keep_sp_in_eval()  # before accelerate registers Ulysses attention
+    acc = Accelerator(mixed_precision="bf16" if sft.bf16 else "no")
+    drop_optimizer_sections(acc)
+    # A one-row loader fills DeepSpeed's `auto` micro-batch size (1, like training); it is not used.
+    model.eval()
+    model, _ = acc.prepare(model, DataLoader([0], batch_size=1))
+    if not sp_enabled(acc):
+        return model, acc, 1, 0
+    from deepspeed.utils import groups
+
+    return model, acc, groups._get_sequence_parallel_world_size(), groups._get_sequence_parallel_rank()
+
+
+def drop_optimizer_sections(acc) -> None:
+    """An eval steps no optimizer, so the DeepSpeed JSON's `optimizer` and `scheduler` sections go.
+
+    The GPU recipes' JSONs name DeepSpeed's AdamW with `lr: auto`, which the trainer fills from the recipe;
+    a model prepared alone has nothing to fill it with and accelerate refuses it ("`optimizer.params.lr` not
+    found in kwargs"). The ZeRO stage, offload and SP settings, which decide memory and numbers, stay.
+    """
+    plugin = acc.state.deepspeed_plugin
+    if plugin is not None:
+        for section in ("optimizer", "scheduler"):
+            plugin.deepspeed_config.pop(section, None)
+
+
+def unwrap(model):
+    """The causal LM inside whatever wrapper accelerate put around it (a DeepSpeed engine's `module`)."""
+    return getattr(model, "module", model)
+
+
+def lm_parts(model):
+    """(decoder, lm_head) of a causal LM, inside whatever wrapper accelerate put around it."""
+    inner = unwrap(model)
+    return inner.get_decoder(), inner.get_output_embeddings()
+
+
+@torch.no_grad()
+def shard_sums(model, example, sp: int, sp_rank: int, device) -> torch.Tensor:
+    """This rank's [answer tokens, right, log-prob sum] for its shard of one example (see retrieval/scoring.py)."""
+    decoder, head = lm_parts(model)
+    ids = torch.tensor([shard(example.input_ids, sp_rank, sp)], device=device)
+    pos = torch.tensor([shard(list(range(example.length)), sp_rank, sp)], device=device)
+    targets = torch.tensor(shard(shift_labels(example.labels()), sp_rank, sp), device=device)
+    hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state[0]
+    keep = targets != -100
+    return answer_sums(head(hidden[keep]), targets[keep])
+
+
+def score(model, example, sp: int, sp_rank: int, device) -> dict:
+    """One example's verdict; every rank of the SP group calls this on the same example at the same time."""
+    sums = shard_sums(model, example, sp, sp_rank, device).to(device)
+    if sp > 1:
+        from deepspeed.utils import groups
+
+        torch.distributed.all_reduce(sums, group=groups._get_sequence_parallel_group())
+    return verdict(sums.cpu())
+
+
+def timed_score(model, example, sp: int, sp_rank: int, device) -> dict:
+    """score() plus its wall seconds and, on a GPU, this rank's peak allocated memory during the example."""
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    row = score(model, example, sp, sp_rank, device)  # ends in a copy to the host: the device work is done
+    row["seconds"] = time.perf_counter() - start
+    row["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None
+    return row
+
+
+def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
+    """Score the grid; on global rank 0 returns (every example's verdict, the model's config), None elsewhere."""
+    model, tok = load_model(recipe, sft, model_args, args.checkpoint)
+    model, acc, sp, sp_rank = prepare(model, sft)
+    dp, dp_rank = acc.num_processes // sp, acc.process_index // sp  # SP groups are consecutive ranks
+    examples = grid(tok, args.tasks, args.lengths, args.depths, args.samples, args.seed)
+    mine = []
+    for i, ex in enumerate(examples):
+        if i % dp == dp_rank:
+            mine.append({"task": ex.task, "length": ex.length, "depth": ex.depth, "sample": ex.sample})
+            mine[-1].update(timed_score(model, ex, sp, sp_rank, acc.device))
+    gathered = [None] * acc.num_processes if acc.num_processes > 1 else [mine]
+    if acc.num_processes > 1:
+        torch.distributed.all_gather_object(gathered, mine)
+    acc.wait_for_everyone()
+    if not acc.is_main_process:
+        return None
+    by_group = gathered[::sp]  # one copy per SP group (its first rank's timing and memory)
+    rows = sorted(
+        (r for rows in by_group for r in rows), key=lambda r: (r["task"], r["length"], r["depth"], r["sample"])
+    )
+    return rows, unwrap(model).config.to_dict()
+
+
+def check_launch(recipe) -> None:
+    """Refuse a mesh other than the recipe's (an eval at sp=1 would not be the recipe's memory or numbers)."""
+    topo = recipe_topology(recipe)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    use_pc = os.environ.get("ACCELERATE_USE_PARALLELISM_CONFIG", "false").lower() == "true"
+    sp = int(os.environ.get("PARALLELISM_CONFIG_SP_SIZE", "1")) if use_pc else 1
+    if (world, sp) != (topo.world_size, topo.sp_size):
+        raise RecipeError(
+            recipe.config_source,
+            [
+                (
+                    f"launched with world size {world} and sp={sp}, but {topo.path} asks for world size "
+                    f"{topo.world_size} and sp={topo.sp_size}; "
+                    f"run `python -m longctx.evaluation {recipe.config_source}` "
+                    "(or `make eval`), which launches with the recipe's accelerate YAML"
+                )
+            ],
+        )
+
+
+def main(argv: list[str]) -> int:
+    from longctx.evaluation.cli import parse_args
+    from longctx.evaluation.report import write_outputs
+
+    args, overrides = parse_args(argv)
+    try:
+        recipe, sft, model_args = parse_recipe(["--config", args.recipe_path, *overrides])
+        check_launch(recipe)
+    except RecipeError as exc:
+        exit_on_recipe_error(exc)
+    done = run(args, recipe, sft, model_args)
+    if done is not None:
+        results, model_config = done
+        topo = recipe_topology(recipe)
+        meta = {"recipe": args.recipe, "checkpoint": args.checkpoint, "sp": topo.sp_size}
+        meta.update(world_size=topo.world_size, overrides=overrides)  # e.g. `--model_init random`: say so
+        meta["measured"] = measured_cost(results, model_config, topo.sp_size)
+        write_outputs(args.out, results, meta, args.compare)
+    exit_cleanly(0)  # barrier first: no rank tears down gloo while rank 0 still writes
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,196 @@
+"""One rank of the isolation probe: forward packed rows through the recipe's attention under Ulysses SP.
+
+Run by `python -m longctx.leak_probe` (in-process at sp=1, under `accelerate launch` at sp>1). At sp>1 the
+attention goes through DeepSpeed's real `UlyssesSPAttentionHF`, registered the way accelerate registers
+it, and each rank holds one sequence shard, as DeepSpeed's SP dataloader adapter would give it.
+
+Checks, each a list of failures (empty = pass):
+- leak: perturb each document in turn; every other document's logits and loss must not move.
+- parity (`--parity`): loss and gradients of the packed batch at this sp equal the packed batch at sp=1
+  and the token-weighted sum over the documents run one by one, unpacked.
+"""
+
+import argparse
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+from longctx.leak_probe.data import IGNORE, LAYOUTS, packed_batch, perturbed, shift_labels, spans
+from longctx.leak_probe.model import VOCAB, build_probe_model, load_architecture, recipe_model, tiny_config
+from longctx.training.isolation import install_document_isolation, set_isolation_enabled
+
+LOGIT_ATOL = 1e-5  # fp32: an isolated document is computed bit-for-bit alike; a leak moves logits by ~1e-2
+PARITY_RTOL = 1e-5  # fp32 reordering of the same sums (all-to-all, per-document calls), as in the SP parity gate
+BF16_ATOL = 1e-2
+
+
+def shard(t: torch.Tensor, rank: int, sp: int) -> torch.Tensor:
+    chunk = t.shape[1] // sp
+    return t[:, rank * chunk : (rank + 1) * chunk]
+
+
+def gather(t: torch.Tensor, sp: int) -> torch.Tensor:
+    if sp == 1:
+        return t
+    parts = [torch.empty_like(t) for _ in range(sp)]
+    dist.all_gather(parts, t.contiguous())
+    return torch.cat(parts, dim=1)
+
+
+def token_losses(model, batch, rank: int, sp: int):
+    """(local logits, local per-token CE) of this rank's shard; ignored targets contribute 0."""
+    device = model.device
+    out = model(
+        input_ids=shard(batch["input_ids"], rank, sp).to(device),
+        position_ids=shard(batch["position_ids"], rank, sp).to(device),
+    )
+    targets = shard(shift_labels(batch["labels"]), rank, sp).to(device)
+    ce = torch.nn.functional.cross_entropy(
+        out.logits.float().transpose(1, 2), targets, ignore_index=IGNORE, reduction="none"
+    )
+    return out.logits.float(), ce
+
+
+def leak_failures(model, batch, layouts, rank: int, sp: int, atol: float) -> list[str]:
+    """Perturb every document in turn; name each other document whose logits or loss moved."""
+    with torch.no_grad():
+        base_logits, base_ce = (gather(t, sp) for t in token_losses(model, batch, rank, sp))
+        failures = []
+        for row, lengths in enumerate(layouts):
+            for j, span in enumerate(spans(lengths)):
+                logits, ce = (gather(t, sp) for t in token_losses(model, perturbed(batch, row, span, VOCAB), rank, sp))
+                for i, (s, e) in enumerate(spans(lengths)):
+                    if i == j:
+                        continue
+                    moved = (logits[row, s:e] - base_logits[row, s:e]).abs().max().item()
+                    dloss = abs(ce[row, s:e].sum().item() - base_ce[row, s:e].sum().item())
+                    if moved > atol or dloss > atol * max(1.0, e - s):
+                        failures.append(
+                            f"row {row} document {i} (tokens {s}-{e - 1}) changed when document {j} "
+                            f"(tokens {span[0]}-{span[1] - 1}) was perturbed: logits by up to {moved:.2e}, "
+                            f"loss by {dloss:.2e}"
+                        )
+    return failures
+
+
+def packed_loss_and_grads(model, batch, rank: int, sp: int):
+    """Token-weighted mean loss of the packed batch and the full gradient (summed over the SP group)."""
+    model.zero_grad()
+    n_tokens = (shift_labels(batch["labels"]) != IGNORE).sum()
+    _, ce = token_losses(model, batch, rank, sp)
+    (ce.sum() / n_tokens).backward()
+    loss = ce.sum().detach()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    if sp > 1:
+        dist.all_reduce(loss)
+        for g in grads.values():
+            dist.all_reduce(g)
+    return (loss / n_tokens).item(), grads
+
+
+def separate_loss_and_grads(model, batch, layouts):
+    """The same documents run one by one, unpacked (positions from 0, no neighbours), token-weighted."""
+    model.zero_grad()
+    n_tokens = (shift_labels(batch["labels"]) != IGNORE).sum()
+    total = 0.0
+    for row, lengths in enumerate(layouts):
+        for s, e in spans(lengths):
+            if e - s < 2:
+                continue  # a one-token document has no target
+            ids = batch["input_ids"][row : row + 1, s:e].to(model.device)
+            logits = model(input_ids=ids, position_ids=torch.arange(e - s, device=model.device)[None]).logits
+            ce = torch.nn.functional.cross_entropy(logits[0, :-1].float(), ids[0, 1:], reduction="sum")
+            (ce / n_tokens).backward()
+            total += ce.item()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    return total / n_tokens.item(), grads
+
+
+def parity_failures(name: str, got, want, rtol: float = PARITY_RTOL) -> list[str]:
+    (loss, grads), (ref_loss, ref_grads) = got, want
+    failures = []
+    if abs(loss - ref_loss) > rtol * abs(ref_loss):
+        failures.append(f"{name}: loss {loss:.7f} vs {ref_loss:.7f}")
+    worst = max(((grads[k] - ref_grads[k]).abs().max() / ref_grads[k].abs().max()).item() for k in grads)
+    if worst > rtol * 10:
+        failures.append(f"{name}: gradients differ by up to {worst:.2e} of their largest entry")
+    return failures
+
+
+def register_ulysses(model, attn: str, sp: int, batch_size: int) -> None:
+    """DeepSpeed's Ulysses attention around whatever `attn` names now, as accelerate's prepare registers it."""
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+
+    UlyssesSPAttentionHF.register_with_transformers(
+        model_name_or_path=model,
+        core_attn_implementation=attn,
+        sequence_parallel_size=sp,
+        seq_length=None,
+        seq_length_is_variable=True,
+        micro_batch_size=batch_size,
+    )
+
+
+def run(recipe: str, sp: int, rank: int, isolation: bool, compare_stock: bool, parity: bool, device="cpu") -> dict:
+    """Every requested check on this rank; the report is the same on all ranks."""
+    name, attn = recipe_model(recipe)
+    config = tiny_config(load_architecture(name))
+    if device == "cuda" or attn.startswith("flash"):  # one GPU per rank
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    model = build_probe_model(config, attn, seed=0, device=device)
+    layouts = LAYOUTS if attn == "sdpa" else LAYOUTS[:1]  # flash isolates from position_ids at one row only
+    batch = packed_batch(config.vocab_size, layouts=layouts)
+    report = {"recipe": recipe, "model": name, "attn_implementation": attn, "sp": sp, "device": device}
+    report["install"] = install_document_isolation(attn, config, enabled=isolation)
+    atol = LOGIT_ATOL if model.dtype == torch.float32 else BF16_ATOL
+    if parity:
+        packed_sp1 = packed_loss_and_grads(model, batch, 0, 1)
+        separate = separate_loss_and_grads(model, batch, layouts)
+    if sp > 1:
+        register_ulysses(model, attn, sp, len(layouts))
+    report["leaks"] = leak_failures(model, batch, layouts, rank, sp, atol)
+    if compare_stock:
+        set_isolation_enabled(False)
+        report["stock_leaks"] = leak_failures(model, batch, layouts, rank, sp, atol)
+        set_isolation_enabled(True)
+    if parity:
+        packed = packed_loss_and_grads(model, batch, rank, sp)
+        report["packed_loss"], report["packed_sp1_loss"], report["separate_loss"] = (
+            packed[0],
+            packed_sp1[0],
+            separate[0],
+        )
+        report["parity"] = parity_failures(f"packed sp={sp} vs packed sp=1", packed, packed_sp1)
+        report["parity"] += parity_failures(f"packed sp={sp} vs documents one by one", packed, separate)
+    return report
+
+
+def main() -> None:
+    from longctx.training.shutdown import exit_cleanly
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("recipe")
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--no-isolation", action="store_true")
+    parser.add_argument("--compare-stock", action="store_true")
+    parser.add_argument("--parity", action="store_true")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    args = parser.parse_args()
+    sp, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    import deepspeed
+
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # before NCCL binds this rank to a device
+    # DeepSpeed's SP groups live on deepspeed.comm: NCCL between GPUs, gloo between CPU processes
+    deepspeed.init_distributed(dist_backend="nccl" if args.device == "cuda" else "gloo")
+    report = run(args.recipe, sp, rank, not args.no_isolation, args.compare_stock, args.parity, args.device)
+    if rank == 0:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    exit_cleanly(0)
+
+
+if __name__ == "__main__":
+    main()

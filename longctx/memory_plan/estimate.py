@@ -1,0 +1,148 @@
+"""An analytic per-rank memory plan of the stack this repository pins (GiB), term by term.
+
+The stack: TRL 1.16's SFTTrainer (its fused LM head always: full logits never exist), DeepSpeed ZeRO with
+Ulysses SP, FlashAttention or the isolated sdpa, gradient checkpointing, the ALST switches. Each term is
+one function in longctx/memory_plan/terms.py with the source of its formula; `tests/test_memory_terms.py`
+measures the working-set terms on CPU, and longctx/memory_plan/calibration.py holds the total against published
+runs (classified by the stack they ran, some held out), with the tolerance it states.
+
+The peak is during the backward of one layer: the model states and gathered weights, every checkpointed
+layer input, and one layer's working set (attention over the full S for the local heads, the MLP, the
+hidden-state copies) or the loss head's, whichever is larger (the head runs before the first layer's
+backward, and its buffers are freed by then), plus communication buckets and a fragmentation margin.
+"""
+
+import math
+from dataclasses import dataclass, fields
+
+from longctx.memory_plan import terms
+from longctx.memory_plan.arch import Arch
+
+GIB = 2**30
+FRAGMENTATION = 0.10  # caching-allocator fragmentation with expandable_segments (ALST: budget 10-15%)
+DEFAULT_BUCKET = 5e8  # DeepSpeed's reduce_bucket_size when the JSON does not set it
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Peak GPU memory per rank by term (GiB), and host memory per machine (GiB)."""
+
+    model_states: float
+    gathered_params: float
+    checkpoints: float
+    attention: float
+    mlp: float
+    hidden_states: float
+    lm_head: float
+    packed_mask: float
+    comm_buffers: float
+    fragmentation: float
+    host_per_node: float
+
+    @property
+    def total_gib(self) -> float:
+        return sum(value for _, value in self.rows())
+
+    def rows(self) -> list[tuple[str, float]]:
+        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted."""
+        layer = self.attention + self.mlp + self.hidden_states
+        out = []
+        for f in fields(self):
+            if f.name == "host_per_node":
+                continue
+            value = getattr(self, f.name)
+            if f.name in ("attention", "mlp", "hidden_states") and self.lm_head > layer:
+                value = 0.0
+            if f.name == "lm_head" and layer >= self.lm_head:
+                value = 0.0
+            out.append((f.name, value))
+        return out
+
+
+def estimate(
+    arch_config: dict,
+    *,
+    seq_len: int,
+    sp: int,
+    num_gpus: int,
+    zero_stage: int = 3,
+    offload_optimizer: bool,
+    offload_params: bool,
+    tiled_mlp: bool,
+    act_offload: bool,
+    grad_ckpt: bool,
+    head: str = "trl",
+    kernels: str = "hf",
+    attention: str = "flash",
+    lora: bool = False,
+    lora_rank: int = 16,
+    micro_batch: int = 1,
+    tiled_mlp_shards: int | None = None,
+    comm_fp32: bool = False,
+    reduce_bucket: float = DEFAULT_BUCKET,
+    prefetch_bucket: float = DEFAULT_BUCKET,
+    packed_mask: bool = False,
+    gpus_per_node: int | None = None,
+) -> MemoryPlan:
+    """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
+
+    `head`: `trl` (the pinned stack), or `liger` / `hf` to model published runs of older stacks.
+    `kernels`: the layer kernels, transformers' own (`hf`) or Liger's (`liger`, with `use_liger_kernel`).
+    `attention`: `flash` (FlashAttention / a varlen kernel on a GPU) or `sdpa` (the CPU-measured constants).
+    `packed_mask`: whether transformers' [B, 1, s, s] packed mask is built (stock sdpa on packed rows).
+    """
+    arch = Arch.from_config(arch_config)
+    s = micro_batch * math.ceil(seq_len / sp)
+    layer = (
+        terms.attention(arch, micro_batch * seq_len, sp, attention),
+        terms.mlp(arch, s, tiled_mlp, tiled_mlp_shards, kernels),
+        terms.hidden_states(arch, s, kernels),
+    )
+    parts = {
+        "model_states": terms.model_states(
+            arch, num_gpus, zero_stage, offload_optimizer, offload_params, lora_rank if lora else None
+        ),
+        "gathered_params": terms.gathered_params(arch, zero_stage, prefetch_bucket),
+        "checkpoints": terms.checkpoints(arch, s, grad_ckpt, act_offload, kernels),
+        "attention": layer[0],
+        "mlp": layer[1],
+        "hidden_states": layer[2],
+        "lm_head": terms.lm_head(arch, s, head, trainable_head=not lora),
+        "packed_mask": terms.packed_mask(s, micro_batch, packed_mask),
+        "comm_buffers": terms.comm_buffers(reduce_bucket, sp, comm_fp32),
+    }
+    working = max(sum(layer), parts["lm_head"])
+    transient = parts["checkpoints"] + working + parts["packed_mask"] + parts["comm_buffers"]
+    per_node = gpus_per_node or num_gpus
+    host = host_bytes(arch, s, num_gpus, offload_optimizer, offload_params, act_offload and grad_ckpt, lora)
+    gib = {k: v / GIB for k, v in parts.items()}
+    return MemoryPlan(**gib, fragmentation=transient * FRAGMENTATION / GIB, host_per_node=host * per_node / GIB)
+
+
+def host_bytes(arch: Arch, s: int, num_gpus: int, offload_optimizer, offload_params, act_offload, lora) -> float:
+    """Host RAM one rank needs: offloaded optimizer states (fp32 master, Adam, gradient: 16 bytes a
+    parameter), offloaded bf16 weights, and offloaded activation checkpoints."""
+    share = arch.params / num_gpus
+    total = 16 * share if offload_optimizer and not lora else 0
+    total += 2 * share if offload_params else 0
+    if act_offload:
+        total += arch.layers * s * arch.hidden * 2
+    return total
+
+
+def max_seq_len(arch_config: dict, gpu_gib: float, *, sp: int, step: int = 1024, **options) -> int:
+    """The longest sequence (a multiple of sp x step) whose plan fits `gpu_gib`, by bisection; 0 if none."""
+    unit = sp * step
+
+    def fits(units: int) -> bool:
+        return estimate(arch_config, seq_len=units * unit, sp=sp, **options).total_gib <= gpu_gib
+
+    if not fits(1):
+        return 0
+    low, high = 1, 2
+    while fits(high) and high < 2**20:
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low * unit

@@ -1,0 +1,49 @@
+"""Attention: the FlashAttention build a recipe asks for is importable where it will run."""
+
+import importlib
+
+from longctx.config.problems import Problem, error, warning
+
+# The compiled extension, not the Python package: `flash_attn` imports fine when its CUDA extension was built
+# against another torch, and fails only at the first forward (an undefined C++ symbol of libtorch).
+FLASH_MODULES = {"flash_attention_2": "flash_attn_2_cuda", "flash_attention_3": "flash_attn_interface"}
+INSTALL = {
+    "flash_attention_2": "`make install-gpu` (builds flash-attn==2.8.3.post2 against the installed torch)",
+    "flash_attention_3": "build FlashAttention 3 from the `hopper/` folder of Dao-AILab/flash-attention",
+}
+
+
+def flash_import_failure(attn: str) -> tuple[str, str] | None:
+    """(what is wrong, the fix) when the kernel `attn` needs cannot be loaded here; None when it loads."""
+    import torch
+
+    module = FLASH_MODULES[attn]
+    sdpa = "or use `attn_implementation: sdpa` (torch's own varlen kernel; no flash-attn build needed)"
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            return f"`{module}` needs `{exc.name}`, which is not installed", f"install it, {sdpa}"
+        return f"{attn} is requested but `{module}` is not installed here", f"install it: {INSTALL[attn]}, {sdpa}"
+    except (ImportError, OSError) as exc:
+        detail = str(exc).splitlines()[0][:200]
+        if "undefined symbol" in str(exc):
+            msg = f"`{module}` was built against another torch than the installed torch {torch.__version__} ({detail})"
+            fix = f"rebuild it for this torch: `pip uninstall -y flash-attn` then {INSTALL[attn]}, {sdpa}"
+            return msg, fix
+        return f"`{module}` cannot be loaded ({detail})", f"reinstall it: {INSTALL[attn]}, {sdpa}"
+    return None
+
+
+def flash_problems(launch) -> list[Problem]:
+    attn = launch.model.attn_implementation
+    failure = flash_import_failure(attn) if attn in FLASH_MODULES else None
+    if failure is None:
+        return []
+    make = error if launch.machine.this_machine else warning
+    return [make(launch.source, "attn_implementation", *failure)]
+
+
+def check(launch) -> list[Problem]:
+    """The kernel rules under SP are longctx/config/rules/sequence.py's; here only what this machine has installed."""
+    return flash_problems(launch)

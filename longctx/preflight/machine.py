@@ -1,0 +1,40 @@
+"""Which hardware a launch is checked against: the flags, the recipe's intended topology, or what is visible."""
+
+from longctx.preflight.load import Launch
+
+
+def visible_gpus() -> tuple[int, float | None]:
+    """(GPU count, GB of the first GPU) from torch.cuda; (0, None) on a machine without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return 0, None
+    return torch.cuda.device_count(), torch.cuda.get_device_properties(0).total_memory / 1e9
+
+
+def resolve_machine(launch: Launch, args) -> list[str]:
+    """Fill `launch.machine` and return notes on the checks that could not run for lack of hardware facts."""
+    m = launch.machine
+    m.this_machine = bool(args.this_machine)
+    m.gpu_memory_gb = args.gpu_memory_gb
+    if args.num_gpus is not None:
+        m.gpus_per_node, m.num_nodes, m.source = args.num_gpus, args.num_nodes or 1, "flags"
+    elif args.intended and launch.topo is not None:
+        m.gpus_per_node, m.num_nodes, m.source = (
+            launch.topo.processes_per_machine,
+            launch.topo.num_machines,
+            "intended",
+        )
+    elif launch.sft is not None and not launch.sft.use_cpu:
+        count, memory = visible_gpus()
+        if count or m.this_machine:
+            m.gpus_per_node, m.num_nodes, m.source = count, args.num_nodes or 1, "visible"
+            m.gpu_memory_gb = m.gpu_memory_gb or memory
+    notes = []
+    if launch.sft is not None and launch.sft.use_cpu:
+        return notes
+    if m.gpus_per_node is None:
+        notes.append("GPU count unknown (none visible, no --num-gpus): the GPUs-per-node check was skipped")
+    if m.gpu_memory_gb is None:
+        notes.append("GPU memory unknown (none visible, no --gpu-memory-gb): the memory-fit check was skipped")
+    return notes

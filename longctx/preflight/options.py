@@ -1,0 +1,63 @@
+"""The memory-relevant settings of a launch, read from the recipe, its accelerate YAML and DeepSpeed JSON."""
+
+GB = 1e9  # GPU sizes are sold in GB (H100 80GB); the plan computes in GiB
+
+
+def offloaded(launch, what: str) -> bool:
+    """DeepSpeed offload of `optimizer` or `param`, set in the JSON or in the accelerate YAML."""
+    zero = (launch.ds or {}).get("zero_optimization") or {}
+    device = (zero.get(f"offload_{what}") or {}).get("device", "none")
+    accel = ((launch.accel_raw or {}).get("deepspeed_config") or {}).get(f"offload_{what}_device", "none")
+    return device in ("cpu", "nvme") or accel in ("cpu", "nvme")
+
+
+def bucket(ds: dict, key: str, hidden: int | None, auto_factor: float, default: float) -> float:
+    """A DeepSpeed bucket size in elements: the JSON's number, accelerate's fill for "auto" (a factor of
+    hidden_size squared: 1.0 for reduce_bucket_size, 0.9 for stage3_prefetch_bucket_size), or DeepSpeed's default."""
+    value = (ds.get("zero_optimization") or {}).get(key)
+    if value == "auto":
+        return auto_factor * hidden * hidden if hidden else default
+    return float(value) if value is not None else default
+
+
+def plan_options(launch) -> dict:
+    """Keyword arguments of `longctx.memory_plan.estimate.estimate` (less seq_len and sp) for this launch.
+
+    The loss head is always TRL's fused head (TRL 1.16 patches every SFTTrainer model with it; full logits
+    never exist); `use_liger_kernel` selects Liger's layer kernels, its fused cross-entropy being forced off.
+    """
+    from longctx.config.rules.isolation import is_packed
+
+    sft, recipe, topo, ds = launch.sft, launch.recipe, launch.topo, launch.ds or {}
+    machine = launch.machine
+    hidden = (
+        (launch.facts.config.get("text_config") or launch.facts.config).get("hidden_size") if launch.facts else None
+    )
+    attn = launch.model.attn_implementation or "sdpa"
+    stock_mask = attn == "sdpa" and is_packed(recipe, sft) and getattr(recipe, "allow_cross_document_attention", False)
+    return {
+        "num_gpus": topo.world_size,
+        "zero_stage": int((ds.get("zero_optimization") or {}).get("stage", 3)),
+        "offload_optimizer": offloaded(launch, "optimizer"),
+        "offload_params": offloaded(launch, "param"),
+        "head": "trl",
+        "kernels": "liger" if sft.use_liger_kernel else "hf",
+        "attention": "flash" if attn.startswith("flash") else "sdpa",
+        "packed_mask": bool(stock_mask),
+        "reduce_bucket": bucket(ds, "reduce_bucket_size", hidden, 1.0, 5e8),
+        "prefetch_bucket": bucket(ds, "stage3_prefetch_bucket_size", hidden, 0.9, 5e7),
+        "lora_rank": int(getattr(launch.model, "lora_r", None) or 16),
+        "tiled_mlp": bool(getattr(recipe, "tiled_mlp", False)),
+        "tiled_mlp_shards": getattr(recipe, "tiled_mlp_shards", None),
+        "act_offload": bool(getattr(recipe, "activation_checkpoint_offload", False)),
+        "grad_ckpt": bool(sft.gradient_checkpointing),
+        "lora": bool(launch.model.use_peft),
+        "micro_batch": int(sft.per_device_train_batch_size),
+        "comm_fp32": topo.sp_size > 1 and ds.get("seq_parallel_communication_data_type", "fp32") != "bf16",
+        "gpus_per_node": machine.gpus_per_node or topo.processes_per_machine,
+    }
+
+
+def gpu_gib(launch) -> float | None:
+    gb = launch.machine.gpu_memory_gb
+    return gb * GB / 2**30 if gb else None

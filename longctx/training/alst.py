@@ -1,0 +1,139 @@
+"""The ALST memory features as recipe switches: TiledMLP and activation-checkpoint CPU offload.
+
+Transformers ships Ulysses SP but not these two parts of Arctic Long Sequence Training (its docs say so),
+and they are what moves one GPU from ~65K to ~1M tokens (the ALST paper, arXiv 2506.13996). Liger's fused
+linear cross-entropy, the third, is TRL's own `use_liger_kernel` key; here it is only checked.
+
+- `tiled_mlp`: each MLP runs through DeepSpeed's `TiledMLP` autograd function, a few thousand tokens at a
+  time, recomputing each tile in backward, so the 3 x tokens x intermediate_size activations never exist
+  at once. Under ZeRO-3 every tile gathers the MLP weights, so every rank must run the same number of
+  tiles or the gathers stop matching and training deadlocks. The count is therefore max-reduced over all
+  ranks, and the input is zero-padded to a whole number of equal tiles, because `torch.chunk` returns
+  fewer chunks than asked when the length does not divide (DeepSpeed's own example has that gap).
+- `activation_checkpoint_offload`: with gradient checkpointing, what stays on the accelerator between
+  forward and backward is each layer's input (L x tokens x hidden). A saved-tensor hook around each
+  checkpointed layer moves exactly those tensors to host memory and brings them back when backward
+  recomputes the layer. Own hook rather than TRL's `activation_offloading` context (it offloads every
+  saved tensor of the whole model, did not run on CPU in the earlier attempt) or DeepSpeed's
+  `cpu_checkpointing` (reentrant checkpointing only, and it broke TRL's fused head last time). Inside the
+  checkpoint, torch's own hooks take precedence, so only the layer inputs go through this one.
+"""
+
+import math
+
+import torch
+import torch.distributed as dist
+
+MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+
+
+# ---------------------------------------------------------------- TiledMLP
+
+
+def agreed_shard_count(seqlen: int, hidden: int, requested: int | None, device) -> int:
+    """Tiles for this call, identical on every rank: the max over ranks of each rank's own count."""
+    shards = requested or math.ceil(seqlen / hidden)
+    shards = max(1, min(shards, seqlen))
+    if dist.is_available() and dist.is_initialized():
+        count = torch.tensor(shards, device=device)
+        dist.all_reduce(count, op=dist.ReduceOp.MAX)
+        shards = int(count.item())
+    return shards
+
+
+def tiled_forward(mlp, forward, x, requested: int | None):
+    """`forward(x)` in equal sequence tiles through DeepSpeed's TiledMLP; padding rows are zeros and dropped."""
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import TiledMLP
+
+    seqlen = x.shape[-2]
+    shards = agreed_shard_count(seqlen, x.shape[-1], requested, x.device)
+    tile = math.ceil(seqlen / shards)
+    pad = tile * shards - seqlen
+    if pad:  # zero rows give zero MLP output (no biases) and receive zero gradient, since they are sliced off
+        x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+    # All trainable weights of the block (LoRA adapters included): ZeRO-3 must see their gradient once, after
+    # the last tile, not once per tile.
+    params = list(mlp.parameters())
+    out = TiledMLP.apply(lambda _mlp, tile_x: forward(tile_x), mlp, x, shards, params)
+    return out[..., :seqlen, :] if pad else out
+
+
+def is_gated_mlp(module) -> bool:
+    return all(isinstance(getattr(module, name, None), torch.nn.Module) for name in MLP_PROJECTIONS)
+
+
+def enable_tiled_mlp(model, shards: int | None = None) -> int:
+    """Route every gated MLP (Llama, Qwen3, Mistral layout) through `tiled_forward`; returns how many.
+
+    The module's current forward (Liger's SwiGLU when `use_liger_kernel` patched it) runs on each tile.
+    """
+    patched = 0
+    for module in model.modules():
+        if not is_gated_mlp(module):
+            continue
+        if any(getattr(getattr(module, name), "bias", None) is not None for name in MLP_PROJECTIONS):
+            raise ValueError(f"tiled_mlp: {type(module).__name__} has biases; zero padding would not give zeros")
+        # registered in longctx/training/patches.py
+        module.forward = lambda x, _m=module, _f=module.forward: tiled_forward(_m, _f, x, shards)
+        patched += 1
+    if not patched:
+        raise ValueError(f"tiled_mlp: no gate/up/down MLP found in {type(model).__name__}")
+    return patched
+
+
+# ---------------------------------------------------------------- activation-checkpoint offload
+
+
+class HostOffload:
+    """Pack/unpack hooks: accelerator tensors go to (pinned) host memory and come back on use.
+
+    On CPU the "offload" is a copy, so the same path runs and is tested; `offloaded` counts the
+    tensors packed (the test uses it to see the path really ran).
+    """
+
+    def __init__(self):
+        self.offloaded = 0
+
+    def pack(self, tensor):
+        if isinstance(tensor, torch.nn.Parameter):
+            return tensor  # ZeRO-3 owns parameters; never copy them
+        self.offloaded += 1
+        pin = tensor.device.type == "cuda"
+        host = torch.empty(tensor.size(), dtype=tensor.dtype, layout=tensor.layout, pin_memory=pin)
+        host.copy_(tensor, non_blocking=pin)
+        return tensor.device, host
+
+    @staticmethod
+    def unpack(packed):
+        if isinstance(packed, torch.Tensor):
+            return packed
+        device, host = packed
+        return host.to(device, non_blocking=True)
+
+
+def enable_activation_checkpoint_offload(model) -> HostOffload:
+    """Wrap each checkpointed layer's forward in the offload hooks; returns the hooks (for their count)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    hooks = HostOffload()
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    if not layers:
+        raise ValueError(f"activation_checkpoint_offload: no checkpointable layer in {type(model).__name__}")
+    for layer in layers:
+        forward = layer.forward  # the class's checkpointing wrapper, bound; module hooks stay outside
+
+        def offloaded(*args, _forward=forward, **kwargs):
+            with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
+                return _forward(*args, **kwargs)
+
+        layer.forward = offloaded  # registered in longctx/training/patches.py
+    return hooks
+
+
+def apply_alst(model, recipe) -> None:
+    """Switch on what the recipe asks for, on the model instance (after TRL applied Liger/PEFT, before
+    DeepSpeed wraps it in `train()`); patches are per instance, so other models in the process are untouched."""
+    if recipe.tiled_mlp:
+        enable_tiled_mlp(model, recipe.tiled_mlp_shards)
+    if recipe.activation_checkpoint_offload:
+        model._alst_offload = enable_activation_checkpoint_offload(model)

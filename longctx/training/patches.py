@@ -1,0 +1,285 @@
+"""Every replacement of upstream code this repository makes, in one list, with the version it was written against.
+
+Each entry names the upstream object replaced (a function, method, class or registry entry), where this
+repository replaces it, why, and the pinned version it was written against. Each also records the sha256 of
+the upstream source the patch relies on: the replaced object itself and, in `relies_on`, the upstream code
+that calls it or whose behaviour the replacement assumes (for example the Trainer method that calls
+`skip_first_batches` by its module-level name). `tests/test_patches.py` resolves every path in a fresh
+interpreter and recomputes the fingerprints, so an upgrade that changes that code fails loudly instead of
+silently changing training. The test also scans the code for patch sites (an attribute assigned a function,
+`__class__` swaps, `mock.patch`, `AttentionInterface.register`) and requires each to be listed here and to
+carry a `# registered in longctx/training/patches.py` comment, so a reader of either side finds the other.
+
+After an intended upgrade, re-read each patch against the new upstream code, then print the new fingerprints
+with `python -m longctx.training.patches --print` and update the entries.
+"""
+
+import argparse
+import hashlib
+import importlib
+import inspect
+import json
+import sys
+from dataclasses import dataclass
+
+# Modules whose objects are replacements, not upstream: this package (by its own name, so a copy under another
+# name still works), the data tool, the test modules and a script run as __main__.
+FIRST_PARTY = (__name__.split(".")[0], "data_prep", "tests", "__main__")
+
+
+@dataclass(frozen=True)
+class Patch:
+    target: str  # dotted path of the upstream object that is replaced
+    installed_by: str  # `module:function` here that installs the replacement
+    why: str
+    written_against: str  # the pinned distribution(s), e.g. "transformers==5.23.0"
+    source_sha256: str | None = None  # sha256 of inspect.getsource(target) at that version
+    relies_on: tuple[tuple[str, str], ...] = ()  # (dotted path, sha256 of its source): upstream code it assumes
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        target="transformers.trainer.skip_first_batches",
+        installed_by="longctx.training.resume:enable_resume",
+        why="accelerate's skip_first_batches needs `.dataset` and crashes on DeepSpeed's SP dataloader adapter; "
+        "Trainer._run_epoch calls the module-level name, so replacing it reroutes only adapters",
+        written_against="transformers==5.23.0, accelerate==1.15.0",
+        source_sha256="c3e05a215cb63cadd5150bd5614197b2af019ac94a3b4d8c957e41920b1d2bcc",
+        relies_on=(
+            (
+                "transformers.trainer.Trainer._run_epoch",
+                "31aff00f34c302a241b458727e59ae4befab906c51632831b90f6dac4357b823",
+            ),
+        ),
+    ),
+    Patch(
+        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter",
+        installed_by="longctx.training.resume:_wrap_adapter_factory",
+        why="its instance's class is swapped for a subclass whose `set_epoch` is forwarded and restarts the "
+        "pass, and which skips resumed SP micro-steps after `set_epoch` (uses `iter`, `micro_batches`)",
+        written_against="deepspeed==0.19.8",
+        source_sha256="1a44b6968527160c2b6bcf43bf0c8f8bfaead68e03d00fcd2d6dec47bc55951d",
+    ),
+    Patch(
+        target="accelerate.accelerator.Accelerator.deepspeed_ulysses_dl_adapter",
+        installed_by="longctx.training.resume:_wrap_adapter_factory",
+        why="replaced on the trainer's accelerator instance so the adapter it builds gets the set_epoch subclass",
+        written_against="accelerate==1.15.0",
+        source_sha256="7a03bf63ad71b1b540e1d74e467220b9efc400b4400c2db9efcd98a36d3f4065",
+    ),
+    Patch(
+        target="accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
+        installed_by="longctx.training.resume:enable_resume",
+        why="the SP loader's `process_index` is relabelled (training/sp_data_order.py) so sp x dp trains on the "
+        "rows a dp-only run trains on at each step; relies on the shard being read at iteration time",
+        written_against="accelerate==1.15.0",
+        source_sha256="4e3931c05d9c5141334d91747ef99f2842238006ae56457ca9985f245bd4a3ed",
+    ),
+    Patch(
+        target="torch.distributed.nn.functional._AlltoAll.forward",
+        installed_by="longctx.training.gloo_all_to_all:install",
+        why="its gloo branch passes a group-local index as a global `src` rank: SP subgroups (sp x dp) crash",
+        written_against="torch==2.13.0",
+        source_sha256="b478419bbe80df86be915bfcec46ff1fa199ad68567f9a4d5925bef773d6472e",
+    ),
+    Patch(
+        target="transformers.integrations.deepspeed.deepspeed_sp_compute_loss",
+        installed_by="longctx.training.sp_loss:install_token_weighted_sp_loss",
+        why="weights tokens within one micro-batch of one SP group only; replaced (as `transformers.trainer."
+        "deepspeed_sp_compute_loss`) by one weighted over all micro-batches and dp ranks of the step",
+        written_against="transformers==5.23.0",
+        source_sha256="b048a16f22e9e099bbcb0de31be81e321a4d88385d8e89c55d7a84b55c989fce",
+    ),
+    Patch(
+        target="transformers.trainer.Trainer.get_batch_samples",
+        installed_by="longctx.training.sp_loss:install_token_weighted_sp_loss",
+        why="wrapped per trainer instance to count the step's label tokens (`shift_labels`) on all ranks",
+        written_against="transformers==5.23.0",
+        source_sha256="0b3727386f73f67053b12b91e01c69673c8baf57e9a68769220a25515c468f94",
+    ),
+    Patch(
+        target="transformers.integrations.sdpa_attention.sdpa_attention_forward",
+        installed_by="longctx.training.isolation:install_document_isolation",
+        why="`sdpa` in AttentionInterface is replaced by the per-document isolated sdpa for packed rows under SP; "
+        "DeepSpeed's Ulysses wrapper wraps whatever `sdpa` names and hands it the all-gathered position_ids",
+        written_against="transformers==5.23.0, deepspeed==0.19.8",
+        source_sha256="e3d016070b6ac957cd7b419a9f3572c8caafa0c0e1d135e70afb80e9c495eb8d",
+        relies_on=(
+            (
+                "transformers.modeling_utils.AttentionInterface",
+                "6ed7bf8337578f6a92a233abcfe3dbffe7a7506f0d7643f72d96317a77b704af",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",
+                "c4832fb77b88faf837a26e365a37599db1089e0bb5f01debff0e9824928657f7",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
+                "2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.llama.modeling_llama.LlamaMLP.forward",
+        installed_by="longctx.training.alst:enable_tiled_mlp",
+        why="`tiled_mlp`: each gated MLP instance's forward (Llama, Qwen3, ...) runs in sequence tiles through "
+        "DeepSpeed's TiledMLP; zero padding assumes a bias-free gate/up/down MLP",
+        written_against="transformers==5.23.0, deepspeed==0.19.8",
+        source_sha256="03df2d7685cf8446594448cbd33ef676a2b088779d99d9803abe3bed2ec7ad9b",
+        relies_on=(
+            (
+                "transformers.models.qwen3.modeling_qwen3.Qwen3MLP.forward",
+                "03df2d7685cf8446594448cbd33ef676a2b088779d99d9803abe3bed2ec7ad9b",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.TiledMLP",
+                "41e69bd4df92c91d0ec440ed1d9c4f2de71f4a99431768cfde3949337f4946e1",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.llama.modeling_llama.LlamaDecoderLayer.forward",
+        installed_by="longctx.training.alst:enable_activation_checkpoint_offload",
+        why="`activation_checkpoint_offload`: each checkpointed decoder layer instance's forward runs under "
+        "saved-tensor hooks that move its inputs to host memory; relies on GradientCheckpointingLayer "
+        "checkpointing `forward` (not `__call__`) so the bound forward is the checkpoint wrapper",
+        written_against="transformers==5.23.0",
+        source_sha256="75d1d62e173e8c574b8a61338d1fa5052774d13b848eecd282cde88cd6690b8e",
+        relies_on=(
+            (
+                "transformers.modeling_layers.GradientCheckpointingLayer",
+                "4d3925c00d58b7716e79c36b26c2ff878bec6356c3a512193269b3c3542ec815",
+            ),
+        ),
+    ),
+    Patch(
+        target="accelerate.utils.dataclasses.DeepSpeedPlugin",
+        installed_by="longctx.training.universal:use_universal_if_needed",
+        why="the plugin's `deepspeed_config` dict gets `checkpoint.load_universal: true` before the engine is "
+        "built, so a converted checkpoint resumes on another mesh; DeepSpeed reads it in its config class",
+        written_against="accelerate==1.15.0, deepspeed==0.19.8",
+        source_sha256="3d65defc0cef2a58a5ac5b818adf0c1058c09d377d53cc06ba8fc850c788ef08",
+        relies_on=(
+            (
+                "deepspeed.runtime.config.DeepSpeedConfig._initialize_params",
+                "ccf7da2da6a0dee9a5be741cf701b8970ea566d4e856f312e1f659c812f2df8a",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.masking_utils.sdpa_mask",
+        installed_by="longctx.training.isolation:install_document_isolation",
+        why="`sdpa` in AttentionMaskInterface returns no mask without padding: the isolated sdpa never reads the "
+        "[B, 1, S, S] packed mask transformers would build (S^2 bytes a rank); other cases call this function",
+        written_against="transformers==5.23.0",
+        source_sha256="a30991b130d8ebbf3e9bf9a267fe1297001c35f3f81cb53ca55cdcf169b6df70",
+    ),
+    # ---- evaluation under SP (longctx/training/sp_eval.py): upstream turns SP off in eval; these turn it back on
+    Patch(
+        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
+        installed_by="longctx.training.sp_eval:keep_sp_in_eval",
+        why="accelerate registers Ulysses attention with `disable_in_eval=True`; the wrapper forces False so eval "
+        "attention stays sharded across the SP group at the trained length",
+        written_against="deepspeed==0.19.8",
+        source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+    ),
+    Patch(
+        target="accelerate.accelerator.Accelerator._prepare_deepspeed",
+        installed_by="longctx.training.sp_eval:keep_sp_in_eval",
+        why="relied on, not replaced: the upstream switch (passes `disable_in_eval=True` when the signature has it)",
+        written_against="accelerate==1.15.0",
+        source_sha256="32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+    ),
+    Patch(
+        target="trl.trainer.sft_trainer.SFTTrainer.compute_loss",
+        installed_by="longctx.training.sp_eval:enable_sp_eval",
+        why="per instance: in eval under SP, the training loss path (label-token-weighted across the SP group) "
+        "instead of a per-shard loss; every call also adds to the token-weighted eval loss",
+        written_against="trl==1.16.0",
+        source_sha256="ca448211ff653fe621b45498c79bf4f94b26286146442c361f0a8c3592b3b4c1",
+    ),
+    Patch(
+        target="transformers.trainer.Trainer.get_eval_dataloader",
+        installed_by="longctx.training.sp_eval:enable_sp_eval",
+        why="per instance: eval rows split across ranks (label-free padding rows, not repeats) and, under SP, "
+        "wrapped in DeepSpeed's SP dataloader adapter like the train dataloader",
+        written_against="transformers==5.23.0",
+        source_sha256="dd1c9287ad46f5ae6fdc17fa93304b41fc87e6b6d4f157d1415741cd9e44c77b",
+    ),
+    Patch(
+        target="transformers.trainer.Trainer.evaluation_loop",
+        installed_by="longctx.training.sp_eval:enable_sp_eval",
+        why="per instance: loss only (no logits gathered) and `eval_loss` replaced by the mean over every label token",
+        written_against="transformers==5.23.0",
+        source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
+    ),
+)
+
+
+def resolve(dotted: str):
+    """The object a dotted path names: the longest importable module prefix, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ImportError(f"{dotted}: no importable module prefix")
+
+
+def fingerprint(dotted: str) -> str:
+    """sha256 of the upstream source of the object at `dotted`; refuses an object already replaced by us."""
+    obj = resolve(dotted)
+    module = getattr(inspect.unwrap(obj), "__module__", "") or ""
+    if module.split(".")[0] in FIRST_PARTY:
+        raise ValueError(f"{dotted} is already replaced in this process (by {module}); fingerprint a fresh one")
+    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
+
+
+def recorded(patches=PATCHES) -> dict[str, str | None]:
+    """Every fingerprinted path with its recorded hash (targets and what they rely on)."""
+    out: dict[str, str | None] = {}
+    for patch in patches:
+        out[patch.target] = patch.source_sha256
+        out.update(dict(patch.relies_on))
+    return out
+
+
+def mismatches(patches=PATCHES) -> list[str]:
+    """One line per path whose upstream source is gone or differs from the recorded fingerprint."""
+    lines = []
+    for patch in patches:
+        for path, sha in {patch.target: patch.source_sha256, **dict(patch.relies_on)}.items():
+            try:
+                now = fingerprint(path)
+            except (ImportError, AttributeError, OSError, TypeError, ValueError) as exc:
+                lines.append(f"{path}: cannot fingerprint ({exc}); patch installed by {patch.installed_by}")
+                continue
+            if sha is not None and now != sha:
+                lines.append(
+                    f"{path}: upstream source changed (sha256 {now}, recorded {sha} for "
+                    f"{patch.written_against}); re-read {patch.installed_by} against it and update "
+                    "longctx/training/patches.py"
+                )
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m longctx.training.patches", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--print", action="store_true", help="print the current fingerprints as JSON")
+    args = parser.parse_args(argv)
+    if args.print:
+        print(json.dumps({path: fingerprint(path) for path in recorded()}, indent=2))
+        return 0
+    lines = mismatches()
+    for line in lines:
+        print(f"error: {line}", file=sys.stderr)
+    print(f"[patches] {len(PATCHES)} patches, {len(recorded())} upstream sources checked, {len(lines)} changed")
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,72 @@
+"""The SP loss, token-weighted over the whole optimizer step: every micro-batch and every data-parallel rank.
+
+Why: transformers' `deepspeed_sp_compute_loss` weights the SP ranks' losses by their label tokens, but only
+within one micro-batch of one SP group: it returns that micro-batch's token mean, the Trainer divides it by
+the accumulation steps (the `num_items_in_batch` path that sp=1 takes needs a `labels` key, which DeepSpeed's
+SP loader replaces by `shift_labels`), and DeepSpeed averages the gradients over the data-parallel groups.
+So under SP a step's gradient is a mean of per-micro-batch, per-group means, while at sp=1 (with the
+default `average_tokens_across_devices`) it is the mean over all label tokens of the step. The two agree
+only when every micro-batch of every group carries the same number of label tokens.
+
+Here, per optimizer step, `get_batch_samples` also counts the label tokens of all its micro-batches on all
+ranks (each rank counts its own shard, so every token once), and the SP loss of a micro-batch is the SP
+group's summed token loss divided by that count, times the data-parallel size that DeepSpeed's gradient
+averaging divides by again. The Trainer is told the loss is already scaled for accumulation. With one
+micro-batch and one group this is exactly the upstream formula. Registered in longctx/training/patches.py.
+"""
+
+import torch
+import torch.distributed.nn
+import transformers.integrations.deepspeed as hf_deepspeed
+import transformers.trainer as hf_trainer
+
+# From its defining module: `transformers.trainer`'s name may already be someone else's replacement.
+UPSTREAM_SP_LOSS = hf_deepspeed.deepspeed_sp_compute_loss
+STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the counting wrapper
+
+
+def token_weighted_sp_compute_loss(accelerator, model, inputs, return_outputs, pc):
+    """`deepspeed_sp_compute_loss` normalized by the step's label tokens instead of the micro-batch's."""
+    step_tokens = getattr(accelerator, STEP_LABEL_TOKENS, None)
+    if step_tokens is None:  # not a trainer this module set up: upstream behaviour
+        return UPSTREAM_SP_LOSS(accelerator, model, inputs, return_outputs, pc)
+    from deepspeed.utils import groups
+
+    if "labels" not in inputs and "shift_labels" in inputs:
+        inputs["labels"] = inputs["shift_labels"]  # as upstream: the model computes its loss from labels
+    outputs = model(**inputs)
+    good_tokens = (inputs["shift_labels"] != -100).sum()
+    # the model's loss is this shard's token mean; a shard with no label tokens contributes nothing
+    shard_sum = torch.where(good_tokens > 0, outputs.loss * good_tokens, torch.zeros_like(outputs.loss))
+    sp_group = groups._get_sequence_parallel_group()
+    group_sum = torch.stack(torch.distributed.nn.functional.all_gather(shard_sum, group=sp_group)).sum()
+    dp_size = accelerator.num_processes // pc.sp_size
+    loss = group_sum * dp_size / step_tokens.clamp(min=1)
+    return (loss, outputs) if return_outputs else loss
+
+
+def count_step_label_tokens(trainer, batch_samples) -> None:
+    """Store on the accelerator the label tokens of this optimizer step's micro-batches on all ranks."""
+    device = trainer.args.device
+    local = sum(((b["shift_labels"] != -100).sum() for b in batch_samples), torch.zeros((), dtype=torch.long))
+    setattr(trainer.accelerator, STEP_LABEL_TOKENS, trainer.accelerator.gather(local.to(device)).sum())
+
+
+def install_token_weighted_sp_loss(trainer) -> bool:
+    """Switch this trainer's SP loss to step-level token weighting (no-op without DeepSpeed SP)."""
+    pc = trainer.accelerator.parallelism_config
+    if pc is None or pc.sp_backend != "deepspeed" or pc.sp_size <= 1:
+        return False
+    if hf_trainer.deepspeed_sp_compute_loss not in (UPSTREAM_SP_LOSS, token_weighted_sp_compute_loss):
+        return False  # replaced by someone else (the parity gate's deliberately broken loss): leave it alone
+    get_batch_samples = trainer.get_batch_samples
+
+    def counting_get_batch_samples(epoch_iterator, num_batches, device):
+        batch_samples, num_items_in_batch = get_batch_samples(epoch_iterator, num_batches, device)
+        count_step_label_tokens(trainer, batch_samples)
+        return batch_samples, num_items_in_batch
+
+    trainer.get_batch_samples = counting_get_batch_samples  # registered in longctx/training/patches.py
+    trainer.loss_is_scaled_for_ga = True  # the Trainer must not divide by the accumulation steps again
+    hf_trainer.deepspeed_sp_compute_loss = token_weighted_sp_compute_loss  # registered in longctx/training/patches.py
+    return True

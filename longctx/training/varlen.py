@@ -1,0 +1,108 @@
+"""Packed attention in one variable-length kernel call per layer, on the GPU.
+
+Why: the per-document path of longctx/training/isolation.py makes one attention call per document (or small
+group) per layer, with device-to-host syncs in between. At 256K tokens of ~200-token documents that is
+over a thousand launches per layer per pass: launch-bound on a GPU. A varlen kernel takes the whole
+packed row once, with `cu_seqlens` (the cumulative document offsets) telling it where each document
+starts, and never builds a mask.
+
+Which kernel: torch's own `torch.nn.attention.varlen.varlen_attn` (FlashAttention kernels shipped in the
+torch wheel, CUDA only, bf16/fp16; GQA through `enable_gqa`, causal and sliding windows through
+`window_size`), so isolated packing on a GPU needs no flash-attn build. It has no dropout; a layer with
+attention dropout, an fp32 tensor or a CPU tensor takes the per-document path instead (`varlen_kernel`
+returns None there).
+
+Boundaries: any break in `position_ids` (a step other than +1) starts a document, the rule transformers'
+own `find_packed_sequence_indices` uses; right padding (position 0 repeated) becomes one-token documents.
+"""
+
+import functools
+import inspect
+
+import torch
+
+_kernel_override: dict = {"fn": None}  # tests dispatch to a CPU reference with the kernel's signature
+
+
+def cu_seqlens(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(int32 cumulative offsets [N + 1] over the flattened [B, S] batch, longest document length).
+
+    A document starts at the start of each row and wherever position_ids do not step by exactly 1. The
+    longest length is read to the host once per call: the kernel sizes its grid from it.
+    """
+    batch, length = position_ids.shape
+    starts = torch.ones_like(position_ids, dtype=torch.bool)
+    starts[:, 1:] = position_ids[:, 1:] - position_ids[:, :-1] != 1
+    offsets = starts.flatten().nonzero().flatten()
+    total = torch.tensor([batch * length], device=offsets.device, dtype=offsets.dtype)
+    cu = torch.cat([offsets, total]).to(torch.int32)
+    return cu, int((cu[1:] - cu[:-1]).max())
+
+
+def varlen_kernel(query: torch.Tensor, dropout: float):
+    """The varlen function to call for these tensors, or None when only the per-document path can run."""
+    if _kernel_override["fn"] is not None:
+        return _kernel_override["fn"]
+    if not query.is_cuda or query.dtype not in (torch.float16, torch.bfloat16) or dropout:
+        return None
+    return _torch_kernel()
+
+
+@functools.cache
+def _torch_kernel():
+    """torch's varlen_attn, adapted once per process (this is asked for in every layer of every step)."""
+    from torch.nn.attention.varlen import varlen_attn
+
+    return with_gqa(varlen_attn)
+
+
+def with_gqa(kernel):
+    """`kernel` where it takes `enable_gqa` (torch 2.13, the pin); else one that repeats the KV heads first.
+
+    torch 2.11's varlen_attn has no `enable_gqa` (seen on an H200 image with torch 2.11: TypeError), and GPU
+    clusters often run a container's own torch rather than the pin. Repeating K and V costs their memory
+    times the group size for the call, instead of failing the step.
+    """
+    if "enable_gqa" in inspect.signature(kernel).parameters:
+        return kernel
+
+    def repeat_kv(query, key, value, *args, enable_gqa: bool = False, **kwargs):
+        if enable_gqa:
+            group = query.shape[1] // key.shape[1]
+            key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+        return kernel(query, key, value, *args, **kwargs)
+
+    return repeat_kv
+
+
+def set_kernel(fn) -> None:
+    """Use `fn` (same signature as varlen_attn) on every device; None restores the automatic choice."""
+    _kernel_override["fn"] = fn
+
+
+def varlen_attention(kernel, query, key, value, position_ids, scaling=None, sliding_window=None) -> torch.Tensor:
+    """Isolated causal attention over packed rows in one kernel call: [B, H, S, D] in, [B, S, H, D] out.
+
+    `sliding_window` follows transformers (a query sees at most that many keys, itself included), so the
+    kernel's left window is one less, as transformers' FlashAttention integration passes it.
+    """
+    batch, heads, length, dim = query.shape
+    cu, longest = cu_seqlens(position_ids.expand(batch, -1))
+
+    def flat(t):
+        return t.transpose(1, 2).reshape(batch * length, t.shape[1], dim)
+
+    window = (sliding_window - 1, 0) if sliding_window else (-1, 0)
+    out = kernel(
+        flat(query),
+        flat(key),
+        flat(value),
+        cu,
+        cu,
+        longest,
+        longest,
+        scale=scaling,
+        window_size=window,
+        enable_gqa=key.shape[1] != heads,
+    )
+    return out.view(batch, length, heads, dim)
