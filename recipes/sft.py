@@ -28,6 +28,7 @@ from longctx.config.checkpoints import resolve_resume
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.config.topology import Topology
 from longctx.training.alst import apply_alst
+from longctx.training.cpu_comm import attach_deepspeed_comm
 from longctx.training.credentials import move_hub_token_to_env
 from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
 from longctx.training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
@@ -135,6 +136,7 @@ def main(recipe, training_args, model_args):
     except ValueError as exc:
         raise RecipeError(source, [str(exc)]) from None
     move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
+    attach_deepspeed_comm(training_args)  # CPU: DeepSpeed's comm on the gloo group, as accelerate does on GPUs
     try:  # a template name or a repo-relative file -> the file data_prep read too (TRL opens it in SFTTrainer)
         template = resolve_chat_template(training_args.chat_template_path)
     except ChatTemplateError as exc:

@@ -10,10 +10,6 @@ def is_auto(value) -> bool:
 
 def stage_and_precision(launch, ds: dict) -> list[Problem]:
     where, sft, problems = launch.ds_path, launch.sft, []
-    stage = (ds.get("zero_optimization") or {}).get("stage", 0)
-    if stage not in (2, 3):
-        fix = "set zero_optimization.stage: 3 (or 2)"
-        problems.append(error(where, "zero_optimization.stage", f"is {stage}; Ulysses SP needs ZeRO 2 or 3", fix))
     bf16 = (ds.get("bf16") or {}).get("enabled", "auto")
     if not is_auto(bf16) and bool(bf16) != bool(sft.bf16):
         msg = f"bf16.enabled is {bf16} but the recipe's bf16 is {sft.bf16}"
