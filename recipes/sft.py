@@ -31,6 +31,7 @@ from longctx.training.alst import apply_alst
 from longctx.training.cpu_comm import attach_deepspeed_comm
 from longctx.training.credentials import move_hub_token_to_env
 from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
+from longctx.training.gloo_uneven_gather import install as install_gloo_uneven_gather
 from longctx.training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
 from longctx.training.metrics import attach_metrics
 from longctx.training.model_config import build_config, build_random_model, overrides_of
@@ -209,6 +210,7 @@ def main(recipe, training_args, model_args):
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
     attach_metrics(trainer, recipe)  # first in line, so every report_to logger receives the metrics
     install_gloo_all_to_all(topo.sp_size)  # sp x dp over gloo: torch's all-to-all breaks in SP subgroups
+    install_gloo_uneven_gather(topo.sp_size)  # gloo: the SP loader gathers rows of different lengths
     install_token_weighted_sp_loss(trainer)  # SP loss weighted over all micro-batches and dp ranks of a step
     # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint
     enable_resume(trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint)

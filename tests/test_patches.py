@@ -37,8 +37,24 @@ def _is_function(node, defined: set[str]) -> bool:
     return isinstance(node, ast.Lambda) or (isinstance(node, ast.Name) and node.id in defined)
 
 
+DICT_MUTATORS = {"pop", "popitem", "setdefault", "update", "clear", "__setitem__", "__delitem__"}
+
+
+def _mutates_upstream_config(node) -> bool:
+    """A change of accelerate's DeepSpeed plugin dict in place (`x.deepspeed_config.pop(...)`, `...[k] = v`)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DICT_MUTATORS:
+        return isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "deepspeed_config"
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+    return any(
+        isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == "deepspeed_config"
+        for t in targets
+    )
+
+
 def _site_kind(node, defined: set[str]) -> str | None:
     """What kind of upstream replacement this node is, or None."""
+    if _mutates_upstream_config(node):
+        return "accelerate's `deepspeed_config` changed in place"
     if isinstance(node, ast.Assign):
         for target in node.targets:
             if not isinstance(target, ast.Attribute) or dotted(target.value) in ("self", "cls"):
@@ -134,12 +150,15 @@ def test_the_scanner_finds_each_kind_of_site():
         "    with mock.patch('a.b', return_value=1):\n"
         "        pass\n"
         "    self_value = 3\n"
+        "    obj.deepspeed_config.pop('optimizer', None)\n"
+        "    obj.deepspeed_config['checkpoint'] = {}\n"
+        "    copy = dict(obj.deepspeed_config)\n"
         "class Holder:\n"
         "    def __init__(self):\n"
         "        self.callback = mine\n"
     )
     sites = patch_sites(source, "pkg.mod")
-    assert sorted(line for line, _, _ in sites) == [5, 6, 7, 8, 9, 10, 11]
+    assert sorted(line for line, _, _ in sites) == [5, 6, 7, 8, 9, 10, 11, 14, 15]
     assert {owner for _, _, owner in sites} == {"pkg.mod:install"}
 
 

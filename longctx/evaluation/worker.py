@@ -61,10 +61,14 @@ def drop_optimizer_sections(acc) -> None:
     The GPU recipes' JSONs name DeepSpeed's AdamW with `lr: auto`, which the trainer fills from the recipe;
     a model prepared alone has nothing to fill it with and accelerate refuses it ("`optimizer.params.lr` not
     found in kwargs"). The ZeRO stage, offload and SP settings, which decide memory and numbers, stay.
+    It changes the dict accelerate's plugin built from the JSON (as longctx/training/universal.py does), not a copy:
+    a pure function would need a plugin built by hand from the launcher's environment, a second reading of what
+    accelerate already read; so it is registered as a change of upstream state instead.
     """
     plugin = acc.state.deepspeed_plugin
     if plugin is not None:
         for section in ("optimizer", "scheduler"):
+            # registered in longctx/training/patches.py: accelerate's own config dict, changed before prepare reads it
             plugin.deepspeed_config.pop(section, None)
 
 

@@ -36,7 +36,10 @@ def model_states(arch: Arch, num_gpus: int, zero_stage: int, offload_optimizer: 
     (bf16 weight, bf16 gradient, fp32 master weight and two moments); stage 3 shards all of it over every GPU,
     stage 2 keeps the bf16 weights whole. Optimizer offload (ZeRO-Offload) leaves the bf16 weight and gradient
     partitions (4 bytes), parameter offload the gradient alone (2). LoRA: frozen bf16 weights, and the
-    adapters with their own 16 bytes a parameter."""
+    adapters with their own 16 bytes a parameter. Stages 0 and 1 are not modelled (the recipes refuse them,
+    longctx/config/rules/zero.py)."""
+    if zero_stage not in (2, 3):
+        raise ValueError(f"ZeRO stage {zero_stage} is not modelled (stages 2 and 3 only)")
     if lora_rank:
         base = 0 if offload_params else BF16 * arch.params / (num_gpus if zero_stage == 3 else 1)
         return base + 16 * arch.lora_params(lora_rank) / num_gpus

@@ -37,7 +37,7 @@ def plan_options(launch) -> dict:
     stock_mask = attn == "sdpa" and is_packed(recipe, sft) and getattr(recipe, "allow_cross_document_attention", False)
     return {
         "num_gpus": topo.world_size,
-        "zero_stage": int((ds.get("zero_optimization") or {}).get("stage", 3)),
+        "zero_stage": int((ds.get("zero_optimization") or {}).get("stage", 0)),  # DeepSpeed's default
         "offload_optimizer": offloaded(launch, "optimizer"),
         "offload_params": offloaded(launch, "param"),
         "head": "trl",

@@ -52,9 +52,18 @@ def heads_line(launch) -> str:
     )
 
 
+def cannot_run(launch) -> str | None:
+    """Why this launch's DeepSpeed config cannot train (longctx/config/rules/zero.py), so nothing is planned for it."""
+    from longctx.config.rules.zero import unsupported
+
+    found = unsupported(launch.ds, launch.topo.sp_size) if isinstance(launch.ds, dict) else None
+    return f"`{found[0]}` {found[1]}" if found else None
+
+
 def plan_dict(launch) -> dict | None:
-    """The memory plan as data (for --json), or None without a model config or max_length."""
-    if launch.facts is None or launch.topo is None or not launch.sft.max_length:
+    """The memory plan as data (for --json), or None without a model config or max_length, or for a launch
+    whose ZeRO configuration is refused (the plan covers only what can run)."""
+    if launch.facts is None or launch.topo is None or not launch.sft.max_length or cannot_run(launch):
         return None
     options = plan_options(launch)
     plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=launch.topo.sp_size, **options)
@@ -75,6 +84,9 @@ def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
     lines = mesh_lines(launch) + ([heads_line(launch)] if launch.facts is not None else [])
+    refused = cannot_run(launch)
+    if refused:
+        return lines + [f"memory: not planned, this ZeRO configuration cannot run: {refused}"]
     data = plan_dict(launch)
     if data is None:
         return lines + ["memory: unavailable (no model config or no max_length)"]

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 # Modules whose objects are replacements, not upstream: this package (by its own name, so a copy under another
 # name still works), the data tool, the test modules and a script run as __main__.
 FIRST_PARTY = (__name__.split(".")[0], "data_prep", "tests", "__main__")
+STAGE3 = "deepspeed.runtime.zero.stage3.DeepSpeedZeroOptimizer_Stage3"
+STAGE12 = "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer"
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,20 @@ PATCHES: tuple[Patch, ...] = (
         source_sha256="4e3931c05d9c5141334d91747ef99f2842238006ae56457ca9985f245bd4a3ed",
     ),
     Patch(
+        target="deepspeed.comm.torch.TorchBackend.all_gather",
+        installed_by="longctx.training.gloo_uneven_gather:install",
+        why="gloo refuses an all-gather into tensors of unequal sizes, which the SP dataloader adapter's refill does "
+        "when SP ranks hold rows of different lengths; on gloo only those calls are padded for transport",
+        written_against="deepspeed==0.19.8",
+        source_sha256="ae24c8f47c96f02389d45773f2e336d613de04cde8b31f30ad78ae2c504f60c6",
+        relies_on=(
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter.refill",
+                "4abbadb7d8275e93d077c34ad070442760cd7cc4c33a518a4b82d26d9667f271",
+            ),
+        ),
+    ),
+    Patch(
         target="torch.distributed.nn.functional._AlltoAll.forward",
         installed_by="longctx.training.gloo_all_to_all:install",
         why="its gloo branch passes a group-local index as a global `src` rank: SP subgroups (sp x dp) crash",
@@ -86,9 +102,44 @@ PATCHES: tuple[Patch, ...] = (
         target="transformers.integrations.deepspeed.deepspeed_sp_compute_loss",
         installed_by="longctx.training.sp_loss:install_token_weighted_sp_loss",
         why="weights tokens within one micro-batch of one SP group only; replaced (as `transformers.trainer."
-        "deepspeed_sp_compute_loss`) by one weighted over all micro-batches and dp ranks of the step",
-        written_against="transformers==5.23.0",
+        "deepspeed_sp_compute_loss`) by one weighted over all micro-batches and dp ranks of the step; relies on "
+        "training_step passing the loss to backward undivided (loss_is_scaled_for_ga, scale_wrt_gas=False), on "
+        "torch's all-gather backward summing the SP ranks' gradients, and on DeepSpeed dividing the summed "
+        "gradients by sp x dp in ZeRO-3's reduce-scatter and by dp in ZeRO-1/2 (longctx/config/rules/zero.py)",
+        written_against="transformers==5.23.0, torch==2.13.0, deepspeed==0.19.8",
         source_sha256="b048a16f22e9e099bbcb0de31be81e321a4d88385d8e89c55d7a84b55c989fce",
+        relies_on=(
+            (
+                "transformers.trainer.Trainer.training_step",
+                "e9760c8ee10308d5c1b90f667725374a18e3faf7019a65964319b29204003442",
+            ),
+            (
+                "torch.distributed.nn.functional._AllGather.backward",
+                "f4c141ae27f247ddf0efdd85c1683c6a4c13952193c4201c53b4b8013af4fef0",
+            ),
+            (
+                f"{STAGE3}._DeepSpeedZeroOptimizer_Stage3__reduce_and_partition_ipg_grads",
+                "89aab0f80f1a80b328a6b87b3cec95352b8973c4a69e3c805ac162950ff9f7fc",
+            ),
+            (
+                f"{STAGE3}._DeepSpeedZeroOptimizer_Stage3__avg_scatter_grads",
+                "89aab0f80f1a80b328a6b87b3cec95352b8973c4a69e3c805ac162950ff9f7fc",
+            ),
+            (
+                f"{STAGE3}._DeepSpeedZeroOptimizer_Stage3__avg_scatter_contiguous_grads",
+                "89aab0f80f1a80b328a6b87b3cec95352b8973c4a69e3c805ac162950ff9f7fc",
+            ),
+            (
+                "deepspeed.runtime.comm.coalesced_collectives.reduce_scatter_coalesced",
+                "89aab0f80f1a80b328a6b87b3cec95352b8973c4a69e3c805ac162950ff9f7fc",
+            ),
+            (f"{STAGE12}.average_tensor", "6fd000d730e51e62a515e160f97b8981de8ce6edeace51882a12173297247c71"),
+            (
+                f"{STAGE12}.gradient_reduction_w_predivide",
+                "2946313f36ed9ac4587ebe0833641e61021f157786e88774dba296059bbbfcea",
+            ),
+            (f"{STAGE12}.allreduce_bucket", "bf7fd5c84c68e1f9ab35bcd3c3430f89dfc6026ed7a5646ecb2eaaf34fad67f0"),
+        ),
     ),
     Patch(
         target="transformers.trainer.Trainer.get_batch_samples",
@@ -173,6 +224,20 @@ PATCHES: tuple[Patch, ...] = (
         "[B, 1, S, S] packed mask transformers would build (S^2 bytes a rank); other cases call this function",
         written_against="transformers==5.23.0",
         source_sha256="a30991b130d8ebbf3e9bf9a267fe1297001c35f3f81cb53ca55cdcf169b6df70",
+    ),
+    Patch(
+        target="accelerate.utils.dataclasses.DeepSpeedPlugin",
+        installed_by="longctx.evaluation.worker:drop_optimizer_sections",
+        why="`make eval` pops the `optimizer` and `scheduler` sections from the plugin's `deepspeed_config` dict "
+        "before prepare: nothing steps an optimizer in eval, and their `auto` values only a trainer fills",
+        written_against="accelerate==1.15.0",
+        source_sha256="3d65defc0cef2a58a5ac5b818adf0c1058c09d377d53cc06ba8fc850c788ef08",
+        relies_on=(
+            (
+                "accelerate.accelerator.Accelerator._prepare_deepspeed",
+                "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+            ),
+        ),
     ),
     # ---- evaluation under SP (longctx/training/sp_eval.py): upstream turns SP off in eval; these turn it back on
     Patch(
