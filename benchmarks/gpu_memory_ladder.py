@@ -87,7 +87,7 @@ def measure(engine, config, device, seq_len: int, optimizer_step: bool) -> dict:
     from longctx.training.flops import FlopCounts
     from longctx.training.metrics import device_peak_flops, peak_memory_gib
 
-    peak_memory_gib()  # resets the CUDA peak
+    peak_memory_gib(torch.device(device))  # resets the CUDA peak
     meter = PeakBytes() if device == "cpu" else None  # a CPU has no allocator peak: count tensor bytes
     try:
         with meter or contextlib.nullcontext():
@@ -96,8 +96,12 @@ def measure(engine, config, device, seq_len: int, optimizer_step: bool) -> dict:
         engine.optimizer.zero_grad()
         torch.cuda.empty_cache()
         return {"status": "out of memory"}
-    flops, pairs, peak = FlopCounts.from_config(config), seq_len * (seq_len + 1) / 2, device_peak_flops()
-    peak_gib = meter.peak / 2**30 if meter else peak_memory_gib()
+    flops, pairs, peak = (
+        FlopCounts.from_config(config),
+        seq_len * (seq_len + 1) / 2,
+        device_peak_flops(torch.device(device)),
+    )
+    peak_gib = meter.peak / 2**30 if meter else peak_memory_gib(torch.device(device))
     row = {"status": "ok", "seconds": round(seconds, 3), "peak_gib": round(peak_gib, 6)}
     row["tokens_per_s"] = round(seq_len / seconds, 1)
     if peak:

@@ -44,7 +44,9 @@ def _mutates_upstream_config(node) -> bool:
     """A change of accelerate's DeepSpeed plugin dict in place (`x.deepspeed_config.pop(...)`, `...[k] = v`)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DICT_MUTATORS:
         return isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "deepspeed_config"
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+    targets = (
+        node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+    )
     return any(
         isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == "deepspeed_config"
         for t in targets

@@ -4,11 +4,14 @@ Model FLOPs (for MFU) are the work of one forward and one backward at 2 FLOPs a 
 twice the forward (Kaplan et al. 2020; Narayanan et al. 2021, "Efficient large-scale language model
 training on GPU clusters", eq. 3, before its recompute factor):
 
-    forward = tokens * (2 * P_layers + 2 * V * h)  +  4 * L * H * d * pairs
+    forward = tokens * 2 * P_layers  +  head_positions * 2 * V * h  +  4 * L * H * d * pairs
     model   = 3 * forward
 
 P_layers counts the matmul weights of the decoder layers with their real K/V width (GQA: k and v
 projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs).
+`head_positions` are the positions TRL's fused LM head projects: on Triton devices (CUDA) only those whose
+next-token label is not -100 (about 7% of the linear FLOPs are the head's, for assistant-only rows most of
+it skipped), elsewhere every position of the row (`trl.trainer.utils.add_fused_lm_head`).
 `pairs` is the number of (query, key) pairs causal attention scores, summed per document: a query at
 index i of its document sees i + 1 keys, so a document of n tokens has n (n + 1) / 2 pairs and a packed
 row costs the sum over its documents, not the square of the row. QK^T and AV run over every query head
@@ -49,18 +52,26 @@ class FlopCounts:
             4.0 * layers * heads * head_dim,
         )
 
-    def model(self, tokens: float, pairs: float) -> float:
-        """Forward plus backward, no recompute: the numerator of MFU."""
-        return 3 * (tokens * (self.layers + self.head) + self.attention * pairs)
+    def model(self, tokens: float, pairs: float, head_positions: float | None = None) -> float:
+        """Forward plus backward, no recompute: the numerator of MFU (the head on `head_positions`, default all)."""
+        head = tokens if head_positions is None else head_positions
+        return 3 * (tokens * self.layers + head * self.head + self.attention * pairs)
 
     def hardware(
-        self, tokens: float, pairs: float, grad_ckpt: bool, tiled_mlp: bool, fused_head: bool = True
+        self,
+        tokens: float,
+        pairs: float,
+        grad_ckpt: bool,
+        tiled_mlp: bool,
+        fused_head: bool = True,
+        head_positions: float | None = None,
     ) -> float:
         """`model` plus the recomputed forwards: the numerator of HFU."""
+        head = tokens if head_positions is None else head_positions
         extra = (tokens * self.layers + self.attention * pairs) if grad_ckpt else 0.0
         extra += tokens * self.mlp if tiled_mlp else 0.0
-        extra += tokens * self.head if fused_head else 0.0
-        return self.model(tokens, pairs) + extra
+        extra += head * self.head if fused_head else 0.0
+        return self.model(tokens, pairs, head) + extra
 
 
 def causal_pairs(position_ids: torch.Tensor) -> int:
@@ -79,6 +90,17 @@ def causal_pairs(position_ids: torch.Tensor) -> int:
     start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values
     within = torch.where(start_index == 0, pos, index - start_index)  # first segment: its position id
     return int((within + 1).sum())
+
+
+def head_positions(kwargs: dict, ids: torch.Tensor, compact: bool) -> int:
+    """Positions TRL's fused LM head projects in this forward: `shift_labels` (SP, already shifted) or `labels`
+    shifted by one, only the labelled ones when `compact` (Triton devices), else all of them."""
+    targets = kwargs.get("shift_labels")
+    if targets is None and kwargs.get("labels") is not None:
+        targets = kwargs["labels"][..., 1:]
+    if targets is None:  # no labels: the model's own head, over every position
+        return ids.numel()
+    return int((targets != -100).sum()) if compact else targets.numel()
 
 
 def real_tokens(input_ids: torch.Tensor, pad_token_id: int | None) -> int:
