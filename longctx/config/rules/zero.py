@@ -61,8 +61,8 @@ def unsupported(ds: dict, sp: int) -> tuple[str, str, str] | None:
         return "zero_optimization.zero_quantized_gradients", msg, "set it to false (or remove it)"
     if stage == 3 and not zero.get("reduce_scatter", True):
         msg = (
-            "is false: ZeRO-3 then divides gradient buckets up to reduce_bucket_size by dp and larger ones by sp x dp, "
-            "so no SP loss weighting is right for both and gradients come out too large, silently"
+            "is false: ZeRO-3 then divides gradient buckets up to reduce_bucket_size by dp and larger ones by "
+            "sp x dp, so no SP loss weighting is right for both and gradients come out too large, silently"
         )
         return "zero_optimization.reduce_scatter", msg, "set reduce_scatter: true (the default) or remove the key"
     return None
