@@ -222,7 +222,7 @@ def test_hub_reader_streams_rows_with_row_locations(tmp_path):
 def test_a_segment_whose_only_trainable_token_is_its_first_is_dropped_and_counted(tmp_path, tok):
     """A segment's first token gets no label (nothing in its segment predicts it), so a split document's one-token
     tail trains nothing: it is dropped and counted, not written as a row without labels."""
-    words = "the river crosses the long road before dawn".split()
+    words = ["the", "river", "crosses", "the", "long", "road", "before", "dawn"]
     text = " ".join(words)
     while (len(tok(text)["input_ids"]) + 1) % 64 != 1:  # + EOS: the last of its 64-token segments holds 1 token
         text += " " + words[len(text) % len(words)]
