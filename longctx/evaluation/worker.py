@@ -15,6 +15,7 @@ import torch
 
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.evaluation.cost import measured_cost
+from longctx.training.credentials import redact_argv
 from longctx.training.retrieval.scoring import answer_sums, shard, shift_labels, verdict
 from longctx.training.retrieval.tasks import grid
 from longctx.training.shutdown import exit_cleanly
@@ -151,7 +152,7 @@ def check_launch(recipe) -> None:
                 (
                     f"launched with world size {world} and sp={sp}, but {topo.path} asks for world size "
                     f"{topo.world_size} and sp={topo.sp_size}; "
-                    f"run `python -m longctx.evaluation {recipe.config_source}` "
+                    f"run `python -m longctx eval {recipe.config_source}` "
                     "(or `make eval`), which launches with the recipe's accelerate YAML"
                 )
             ],
@@ -173,7 +174,8 @@ def main(argv: list[str]) -> int:
         results, model_config = done
         topo = recipe_topology(recipe)
         meta = {"recipe": args.recipe, "checkpoint": args.checkpoint, "sp": topo.sp_size}
-        meta.update(world_size=topo.world_size, overrides=overrides)  # e.g. `--model_init random`: say so
+        # what the run changed is on record (e.g. `--model_init random`), never a secret: results files get shared
+        meta.update(world_size=topo.world_size, overrides=redact_argv(overrides))
         meta["measured"] = measured_cost(results, model_config, topo.sp_size)
         write_outputs(args.out, results, meta, args.compare)
     exit_cleanly(0)  # barrier first: no rank tears down gloo while rank 0 still writes
