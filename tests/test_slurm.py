@@ -82,7 +82,9 @@ def test_batch_node_checks_once_then_each_node_launches_with_its_own_rank(fake_s
     sft = ["-m", "longctx", "sft", RECIPE]
     assert batch == [*sft, "--no-launch", "--num-machines", "2", "--", "--max_steps", "5"]
     rendezvous = ["--num-machines", "2", "--main-process-ip", "gpu-a", "--main-process-port", "21234"]
-    assert nodes == [[*sft, "--no-checks", *rendezvous, "--machine-rank", str(r), "--", "--max_steps", "5"] for r in "01"]
+    assert nodes == [
+        [*sft, "--no-checks", *rendezvous, "--machine-rank", str(r), "--", "--max_steps", "5"] for r in "01"
+    ]
     for rank, node in enumerate(nodes):  # what each node's command becomes: the CLI's own line for it
         shown = subprocess.run(
             [sys.executable, *node[:4], "--dry-run", *node[5:]], cwd=REPO, capture_output=True, text=True, check=True

@@ -1,4 +1,4 @@
-"""The retrieval eval on every rank of the recipe's mesh (started by `python -m longctx.evaluation`).
+"""The retrieval eval on every rank of the recipe's mesh (started by `python -m longctx eval`).
 
 The model is prepared by accelerate exactly as for training (DeepSpeed with the recipe's ZeRO config, Ulysses
 attention registered for the recipe's sp, kept on in eval by longctx/training/sp_eval.py). Every rank builds the same

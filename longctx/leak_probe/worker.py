@@ -1,6 +1,6 @@
 """One rank of the isolation probe: forward packed rows through the recipe's attention under Ulysses SP.
 
-Run by `python -m longctx.leak_probe` (in-process at sp=1, under `accelerate launch` at sp>1). At sp>1 the
+Run by `python -m longctx probe` (in-process at sp=1, under `accelerate launch` at sp>1). At sp>1 the
 attention goes through DeepSpeed's real `UlyssesSPAttentionHF`, registered the way accelerate registers
 it, and each rank holds one sequence shard, as DeepSpeed's SP dataloader adapter would give it.
 
