@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
-from longctx.training.credentials import REDACTED, move_hub_token_to_env, redact_argv
+from longctx.launch.accelerate_launch import accelerate_argv, shown
+from longctx.training.credentials import REDACTED, hub_token_to_env, move_hub_token_to_env, redact_argv, redact_text
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "hf_NeverPrintThis0123456789abcdef"
+OTHER_TOKEN = "hf_NorThisOne0123456789abcdef"
 
 
 def test_redact_argv_masks_token_flags_and_token_shaped_values():
@@ -68,3 +70,29 @@ def test_custom_model_code_needs_an_explicit_opt_in(tmp_path):
 def test_trust_remote_code_defaults_to_false():
     _, sft, _ = parse_recipe(["--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"])
     assert sft.trust_remote_code is False
+
+
+def test_hub_token_moves_from_the_overrides_to_the_environment():
+    env = {}
+    assert hub_token_to_env(["--max_steps", "1", "--hub_token", TOKEN, "--seed", "3"], env) == [
+        "--max_steps",
+        "1",
+        "--seed",
+        "3",
+    ]
+    assert env == {"HF_TOKEN": TOKEN}
+    assert hub_token_to_env([f"--hub_token={OTHER_TOKEN}"], env) == [] and env["HF_TOKEN"] == OTHER_TOKEN
+
+
+def test_the_launch_line_masks_tokens_and_the_environments_token_but_not_special_tokens():
+    env = {"HF_TOKEN": "not-hf-shaped-secret"}
+    argv = accelerate_argv("a.yaml", ["x.py", "--hub_token", TOKEN, "--run_name", "not-hf-shaped-secret"])
+    assert redact_argv(argv, env)[-3:] == [REDACTED, "--run_name", REDACTED]
+    assert redact_text("say not-hf-shaped-secret and " + TOKEN, env) == f"say {REDACTED} and {REDACTED}"
+    assert shown(accelerate_argv(None, ["x.py", "--eos_token", "<|im_end|>"])).endswith("--eos_token '<|im_end|>'")
+
+
+def test_the_launch_home_refuses_flags_that_drop_the_sp_settings():
+    for flag in ("--cpu", "--use_deepspeed"):
+        with pytest.raises(ValueError, match="drop the YAML's SP keys"):
+            accelerate_argv("a.yaml", ["x.py"], [flag])
