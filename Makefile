@@ -20,12 +20,13 @@ CHECKPOINT ?=
 
 REHEARSE_FLAGS ?=
 
-.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-all lint format lock eval
+.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-unit test-all lint format lock eval
 
 help:
 	@echo "RECIPE names a file under recipes/ without .yaml (default tiny-llama/sft-2k-cpu-sp2); ARGS are recipe overrides"
 	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]            train a recipe with its accelerate config"
 	@echo "make test                                               CPU test tier (what CI runs)"
+	@echo "make test-unit                                          the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [EVAL_FLAGS=..]     long-context retrieval eval on the recipe's mesh"
 	@echo "make lint | format                                      ruff check + format check | apply ruff"
 	@echo "make install | install-gpu                              .venv with pinned deps (| plus flash-attn)"
@@ -93,6 +94,10 @@ gpu-ladder: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The unit lane: no test that starts a process (under 2 minutes on 2 cores), for a change to one module.
+test-unit: $(STAMP)
+	$(PY) -m pytest -m "not gpu and not slow and not distributed and not subprocess" $(PYTEST_ARGS)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m "" $(PYTEST_ARGS)

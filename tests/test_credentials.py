@@ -22,6 +22,7 @@ def test_redact_argv_masks_token_flags_and_token_shaped_values():
     assert shown[:4] == ["--hub_token", REDACTED, "--max_steps", "3"]
 
 
+@pytest.mark.subprocess
 def test_launch_line_never_prints_the_token():
     proc = subprocess.run(
         [

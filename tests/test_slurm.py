@@ -40,6 +40,7 @@ def sbatch(*args: str, env: dict) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.subprocess
 def test_dry_run_prints_one_launch_line_per_node():
     proc = sbatch(RECIPE, "--max_steps", "20", "--run_name", "a b", env={"DRY_RUN": "1", "SLURM_NNODES": "2"})
     assert proc.returncode == 0, proc.stderr
@@ -51,6 +52,7 @@ def test_dry_run_prints_one_launch_line_per_node():
         assert shlex.split(command) == expected(rank, "node0", "20000", "--max_steps", "20", "--run_name", "a b")
 
 
+@pytest.mark.subprocess
 def test_node_count_other_than_the_configs_is_refused():
     proc = sbatch(RECIPE, env={"DRY_RUN": "1", "SLURM_NNODES": "3"})
     assert proc.returncode == 2
@@ -74,6 +76,7 @@ def fake_slurm(tmp_path):
     return bin_dir, record
 
 
+@pytest.mark.subprocess
 def test_each_node_really_launches_with_its_own_machine_rank(fake_slurm):
     bin_dir, record = fake_slurm
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_NNODES": "2", "SLURM_JOB_ID": "1234"}
