@@ -20,7 +20,7 @@ LONGCTX := $(PY) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-all lint format lock eval
+.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-unit test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -28,6 +28,7 @@ help:
 	@echo "ARGS: recipe overrides; FLAGS: the subcommand's own flags (python -m longctx SUBCOMMAND --help)"
 	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]                 train a recipe with its accelerate config"
 	@echo "make test                                                    CPU test tier (what CI runs)"
+	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
 	@echo "make lint | format                                           ruff check + format check | apply ruff"
 	@echo "make install | install-gpu                                   .venv with pinned deps (| plus flash-attn)"
@@ -94,6 +95,10 @@ gpu-ladder: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The unit lane: no test that starts a process (under 2 minutes on 2 cores), for a change to one module.
+test-unit: $(STAMP)
+	$(PY) -m pytest -m "not gpu and not slow and not distributed and not subprocess" $(PYTEST_ARGS)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m "" $(PYTEST_ARGS)

@@ -24,6 +24,7 @@ def test_redact_argv_masks_token_flags_and_token_shaped_values():
     assert shown[:4] == ["--hub_token", REDACTED, "--max_steps", "3"]
 
 
+@pytest.mark.subprocess
 def test_launch_line_never_prints_the_token():
     """The command line moves the token into HF_TOKEN before the launch line exists; the line a tool builds itself
     with a token on it is masked (tests/test_secrets.py runs every make target with one)."""

@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
 DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]
@@ -294,11 +296,13 @@ def test_the_docs_show_commands():
     assert {"make", "accelerate", "sbatch"} <= kinds and len(ALL) > 40, [str(c) for c in ALL]
 
 
+@pytest.mark.subprocess
 def test_every_documented_command_names_real_targets_modules_recipes_and_flags():
     problems = [f"{c}\n    {p}" for c in ALL for p in check(c)]
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.subprocess
 def test_the_checker_catches_a_wrong_command():
     wrong = [
         "make sft RECIPE=tiny-llama/sft-2k-cpu ARGS=--max_step 3",
@@ -314,6 +318,7 @@ def test_the_checker_catches_a_wrong_command():
     assert all(caught.values()), caught
 
 
+@pytest.mark.subprocess
 def test_make_plan_prints_what_the_preflight_doc_shows():
     doc = (REPO / "docs/preflight.md").read_text()
     block = re.search(r"```text\n\$ (make plan [^\n]+)\n(.*?)```", doc, re.DOTALL)
@@ -333,6 +338,7 @@ def test_make_plan_prints_what_the_preflight_doc_shows():
     assert proc.returncode == 0 and missing is None, f"not printed (or out of order): {missing!r}\n{proc.stdout}"
 
 
+@pytest.mark.subprocess
 def test_the_layout_table_names_every_top_level_folder():
     listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     folders = {p.split("/")[0] for p in listed.split() if "/" in p and not p.startswith(".")}

@@ -77,6 +77,7 @@ def our_python_files() -> list[Path]:
     return [REPO / p for p in out.split() if not p.startswith("tests/")]
 
 
+@pytest.mark.subprocess
 def test_every_upstream_source_matches_its_fingerprint():
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
@@ -102,6 +103,7 @@ def test_a_changed_upstream_source_fails_naming_the_patch():
     assert mismatches((tiled,)) == []
 
 
+@pytest.mark.subprocess
 def test_every_patch_site_is_registered_and_marked():
     registered = {p.installed_by for p in PATCHES}
     unregistered, unmarked = [], []

@@ -39,6 +39,7 @@ def launch_lines(stdout: str) -> list[list[str]]:
     return [shlex.split(line.removeprefix("[launch] ")) for line in stdout.splitlines() if line.startswith("[launch]")]
 
 
+@pytest.mark.subprocess
 def test_dry_run_prints_one_launch_line_per_node_and_no_token():
     overrides = ("--max_steps", "20", "--run_name", "a b")
     proc = sbatch("qwen32b-256k", *overrides, "--hub_token", TOKEN, env={"DRY_RUN": "1", "SLURM_NNODES": "2"})
@@ -51,6 +52,7 @@ def test_dry_run_prints_one_launch_line_per_node_and_no_token():
     assert TOKEN not in proc.stdout + proc.stderr
 
 
+@pytest.mark.subprocess
 def test_node_count_other_than_the_configs_is_refused():
     proc = sbatch(RECIPE, env={"DRY_RUN": "1", "SLURM_NNODES": "3"})
     assert proc.returncode == 2
@@ -72,6 +74,7 @@ def fake_slurm(tmp_path):
     return bin_dir, record
 
 
+@pytest.mark.subprocess
 def test_batch_node_checks_once_then_each_node_launches_with_its_own_rank(fake_slurm):
     bin_dir, record = fake_slurm
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_NNODES": "2", "SLURM_JOB_ID": "1234"}
