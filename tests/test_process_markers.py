@@ -12,7 +12,7 @@ from tests.helpers import REPO
 
 pytest_plugins = ["pytester"]
 
-INNER = '''
+INNER = """
 import subprocess, sys, multiprocessing
 import pytest
 
@@ -28,7 +28,7 @@ def test_marked_child():
 
 def test_no_process():
     assert sum(range(4)) == 6
-'''
+"""
 
 
 # marked: the outer rule must not refuse the inner marked test's child (this test checks the inner rule)

@@ -4,9 +4,11 @@
 import re
 import subprocess
 
+import pytest
+
 from longctx.cli import main
 from longctx.config.paths import REPO_ROOT, SHORT_NAMES, recipe_names, resolve_recipe
-from tests.helpers.secrets import env_with_tokens
+from tests.helpers import offline_env
 
 
 def test_every_recipe_has_one_short_name_and_each_resolves():
@@ -31,12 +33,13 @@ def test_a_near_miss_gets_did_you_mean(capsys):
     assert "no subcommand 'sfy'; did you mean sft?" in capsys.readouterr().err
 
 
+@pytest.mark.subprocess
 def test_make_sft_with_the_designs_name_reaches_that_recipes_preflight():
     """On this CPU machine preflight refuses the 8-GPU recipe: the expected end, before any download or launch."""
     proc = subprocess.run(
         ["make", "-o", ".venv/.installed", "sft", "RECIPE=llama8b-256k"],
         cwd=REPO_ROOT,
-        env=env_with_tokens(),
+        env=offline_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -28,6 +28,7 @@ def run(argv: list[str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("target", ["validate", "plan"])
 def test_preflight_targets_show_no_token(target):
     proc = run(make_argv(target, RECIPE))
@@ -36,12 +37,14 @@ def test_preflight_targets_show_no_token(target):
     assert secret_leaks(proc.stdout + proc.stderr) == []
 
 
+@pytest.mark.subprocess
 def test_make_data_shows_and_writes_no_token():
     proc = run(make_argv("data", RECIPE))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert secret_leaks(proc.stdout + proc.stderr, REPO_ROOT / "data/prepared") == []
 
 
+@pytest.mark.subprocess
 def test_make_probe_shows_and_writes_no_token(tmp_path):
     proc = run(make_argv("probe", RECIPE, f"FLAGS=--json {tmp_path / 'report.json'}"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -6,8 +6,9 @@ it must not show it in their output, nor write it into any file they leave (logs
 binary checkpoints count too.
 """
 
-import os
 from pathlib import Path
+
+from tests.helpers import offline_env
 
 TOKEN = "hf_FakeTokenNeverShown0123456789abcdef"
 ENV_TOKEN = "hf_FakeEnvTokenNeverShown0123456789ab"
@@ -16,7 +17,7 @@ ARGS = f"--hub_token {TOKEN}"
 
 def env_with_tokens(**extra: str) -> dict:
     """The environment of a run that carries both tokens, offline."""
-    return {**os.environ, "HF_TOKEN": ENV_TOKEN, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **extra}
+    return offline_env(HF_TOKEN=ENV_TOKEN, **extra)
 
 
 def make_argv(target: str, *variables: str) -> list[str]:
