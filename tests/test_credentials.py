@@ -91,9 +91,3 @@ def test_the_launch_line_masks_tokens_and_the_environments_token_but_not_special
     assert redact_argv(argv, env)[-3:] == [REDACTED, "--run_name", REDACTED]
     assert redact_text("say not-hf-shaped-secret and " + TOKEN, env) == f"say {REDACTED} and {REDACTED}"
     assert shown(accelerate_argv(None, ["x.py", "--eos_token", "<|im_end|>"])).endswith("--eos_token '<|im_end|>'")
-
-
-def test_the_launch_home_refuses_flags_that_drop_the_sp_settings():
-    for flag in ("--cpu", "--use_deepspeed"):
-        with pytest.raises(ValueError, match="drop the YAML's SP keys"):
-            accelerate_argv("a.yaml", ["x.py"], [flag])

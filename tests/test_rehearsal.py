@@ -13,6 +13,7 @@ import pytest
 
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT, recipe_names, resolve_recipe
 from longctx.config.topology import load_yaml_mapping
+from longctx.cpu_rehearsal.cli import override_problems
 from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
 from longctx.miniature import miniature_config, scaled_heads
 from tests.helpers.secrets import ENV_TOKEN, make_argv, secret_leaks
@@ -66,6 +67,15 @@ def test_the_miniature_architecture_keeps_ratio_rope_and_ties(model):
     for key in ("model_type", "rope_scaling", "rope_theta", "tie_word_embeddings", "hidden_act", "architectures"):
         assert mini.get(key) == config.get(key), key
     assert mini["num_hidden_layers"] == 2 and mini["vocab_size"] == 400
+
+
+def test_overrides_apply_to_the_real_recipe_and_the_rehearsals_own_keys_are_refused(tmp_path):
+    derived = derive(resolve_recipe("llama8b-lora-256k"), tmp_path, {"lora_r": "8", "dataset_format": "text"})
+    assert derived.recipe["lora_r"] == "8" and derived.recipe["dataset_format"] == "text"
+    assert override_problems({"lora_r": "8"}) == []
+    refused = override_problems({"max_length": "4096", "attn_implementation": "sdpa"})
+    assert refused and "--attn_implementation, --max_length: the rehearsal sets these itself" in refused[0]
+    assert "did you mean `lora_r`" in override_problems({"lora_rr": "8"})[0]
 
 
 @pytest.mark.distributed
