@@ -69,7 +69,8 @@ def launch_command(args: argparse.Namespace, report_path: Path, port: int) -> li
         launch_flags += ["--mixed_precision", "no", "--dynamo_backend", "no"]
         flags += ["--device", "cuda"]
     worker = ["longctx/leak_probe/worker.py", args.recipe, "--json", str(report_path), *flags]
-    return accelerate_argv(config_file, [*worker, "--", *args.override_argv], launch_flags, port)
+    overrides = ["--", *args.override_argv] if args.override_argv else []
+    return accelerate_argv(config_file, [*worker, *overrides], launch_flags, port)
 
 
 def launch(args: argparse.Namespace, report_path: Path):
@@ -134,12 +135,12 @@ def resolve_device(args: argparse.Namespace) -> str | None:
     return None
 
 
-def recipe_sp(recipe: str, overrides: dict) -> int:
+def recipe_sp(recipe: str, overrides: dict | None = None) -> int:
     """The sp of the recipe's own accelerate YAML (1 when it names none)."""
     from longctx.config.paths import repo_path
     from longctx.config.topology import load_yaml_mapping, read_topology
 
-    value = {**load_yaml_mapping(resolve_recipe(recipe)), **overrides}.get("accelerate_config")
+    value = {**load_yaml_mapping(resolve_recipe(recipe)), **(overrides or {})}.get("accelerate_config")
     return read_topology(repo_path(value)).sp_size if value else 1
 
 
