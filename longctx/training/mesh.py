@@ -17,6 +17,8 @@ global rank.
 
 import os
 
+import torch
+
 from longctx.config.recipe import RecipeError
 
 
@@ -28,9 +30,17 @@ def launched_mesh() -> tuple[int, int]:
     return world, sp
 
 
-def check_launched_mesh(topo, source: str, relaunch: str) -> None:
+def check_launched_mesh(topo, source: str, relaunch: str, use_cpu: bool = True) -> None:
     """Refuse a launch whose world size or sp is not the recipe's topology's (a silent sp=1 run is this field's
-    classic bug); `relaunch` is the command that launches it right, for the message."""
+    classic bug), and a GPU recipe where no GPU is visible, before anything is downloaded. `relaunch` is the
+    command that launches it right, for the message."""
+    if not use_cpu and not torch.cuda.is_available():
+        problem = (
+            f"needs {topo.world_size} GPUs ({topo.path}: {topo.num_machines} machine(s) x "
+            f"{topo.processes_per_machine} processes, sp={topo.sp_size}) but no CUDA GPU is visible; "
+            "run it on its target hardware, or try the stack on CPU with `make sft` (the tiny CPU recipe)"
+        )
+        raise RecipeError(source, [problem])
     world, sp = launched_mesh()
     if (world, sp) != (topo.world_size, topo.sp_size):
         problem = (
@@ -56,3 +66,26 @@ def sp_coordinates(accelerator) -> tuple[int, int, int, int]:
     sp = sp_size(accelerator)
     rank = accelerator.process_index
     return sp, rank % sp, accelerator.num_processes // sp, rank // sp
+
+
+def report_mesh(trainer, max_length: int | None) -> None:
+    """Print, from rank 0, the mesh this run really has (read back from the accelerator, not the YAML), and
+    on the first training step the sequence length rank 0's model really receives (its shard)."""
+    acc = trainer.accelerator
+    pc, sp = acc.parallelism_config, sp_size(acc)
+    dp_rep, dp_shard = (pc.dp_replicate_size, pc.dp_shard_size) if pc is not None else (acc.num_processes, 1)
+    acc.print(
+        f"[mesh] world={acc.num_processes}: dp_replicate={dp_rep} x dp_shard={dp_shard} x sp={sp}; "
+        f"sp groups are consecutive ranks of {sp}"
+    )
+    if max_length:
+        acc.print(f"[mesh] sequences up to {max_length} tokens -> up to {max_length // sp} tokens per rank")
+
+    def first_shard(module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None:
+            shape = tuple(ids.shape)
+            acc.print(f"[mesh] first step: rank 0 holds a shard of {ids.shape[1]} tokens (batch shape {shape})")
+        handle.remove()
+
+    handle = trainer.model.register_forward_pre_hook(first_shard, with_kwargs=True)
