@@ -23,7 +23,7 @@ import transformers.trainer as hf_trainer
 
 # From its defining module: `transformers.trainer`'s name may already be someone else's replacement.
 UPSTREAM_SP_LOSS = hf_deepspeed.deepspeed_sp_compute_loss
-STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the counting wrapper
+STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the trainer's get_batch_samples
 
 
 def token_weighted_sp_compute_loss(accelerator, model, inputs, return_outputs, pc):
