@@ -44,6 +44,7 @@ class LongContextSFTTrainer(SFTTrainer):
         apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
 
     def add_run_callbacks(self) -> None:
+        """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""
         attach_metrics(self, self.recipe)  # first in line, so every report_to logger receives the metrics
         self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # topology.json
         if self.recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
