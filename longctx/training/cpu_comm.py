@@ -5,7 +5,8 @@ is set, but only `if not cpu`; a CPU run gets torch's gloo process group and no 
 ZeRO-3 hides this (building the model under `zero.Init` initializes it), but ZeRO-1/2 do not, and accelerate's
 `_prepare_deepspeed` registers Ulysses SP, whose `initialize_sequence_parallel` asserts `deepspeed.comm` is
 initialized, before `deepspeed.initialize` would do it: a ZeRO-2 SP run on CPU died there. Attaching DeepSpeed to
-the process group that already exists (no new rendezvous) gives CPU the state GPU runs start in.
+the process group that already exists (no new rendezvous) gives CPU the state GPU runs start in. On GPUs (and
+under ZeRO-3) `deepspeed.comm` is already initialized and this does nothing.
 """
 
 import os
@@ -13,14 +14,14 @@ import os
 import torch.distributed as dist
 
 
-def attach_deepspeed_comm(training_args) -> bool:
-    """On a CPU DeepSpeed run, initialize `deepspeed.comm` on the existing gloo group; True if it did."""
-    if not training_args.use_cpu or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() != "true":
+def attach_deepspeed_comm() -> bool:
+    """On a DeepSpeed run whose process group exists without `deepspeed.comm`, initialize it on that group; True
+    if it did. Call after the training arguments created the process group (accelerate's PartialState)."""
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() != "true" or not dist.is_initialized():
         return False
-    _ = training_args.device  # creates the process group (accelerate's PartialState), if not already done
     from deepspeed import comm as ds_comm
 
-    if not dist.is_initialized() or ds_comm.is_initialized():
+    if ds_comm.is_initialized():
         return False
     ds_comm.init_distributed(dist_backend=dist.get_backend(), auto_mpi_discovery=False, verbose=False)
     return True

@@ -8,19 +8,21 @@ So under SP a step's gradient is a mean of per-micro-batch, per-group means, whi
 default `average_tokens_across_devices`) it is the mean over all label tokens of the step. The two agree
 only when every micro-batch of every group carries the same number of label tokens.
 
-Here, per optimizer step, `get_batch_samples` also counts the label tokens of all its micro-batches on all
-ranks (each rank counts its own shard, so every token once), and the SP loss of a micro-batch is the SP
-group's summed token loss divided by that count, times the data-parallel size (the logged value is then the
-step's token mean, as at sp=1). The Trainer is told the loss is already scaled for accumulation.
+Here, per optimizer step, the trainer's `get_batch_samples` (longctx/training/trainer.py) also counts the label
+tokens of all its micro-batches on all ranks (each rank counts its own shard, so every token once), and the SP
+loss of a micro-batch is the SP group's summed token loss divided by that count, times the data-parallel size
+(the logged value is then the step's token mean, as at sp=1). The Trainer is told the loss is already scaled for
+accumulation.
 
 The gradient depends on what DeepSpeed divides the summed gradients of all sp x dp ranks by, which differs by
-ZeRO stage (longctx/config/rules/zero.py, the one place that reads it from the DeepSpeed JSON): ZeRO-3
-divides by sp x dp, so the group's sum is all-gathered differentiably and each shard receives the gradient of
-all sp ranks' identical copies of the loss (torch's `_AllGather.backward` sums them: sp times its own), which
-the division by sp x dp takes back to 1/dp, as upstream; ZeRO-2 divides by dp only, so the other ranks' sums
-enter as constants and each shard receives its own gradient once (with the all-gather, ZeRO-2 trained SP with
-gradients sp times too large). With one micro-batch and one group under ZeRO-3 this is exactly the upstream
-formula. Registered in longctx/training/patches.py.
+ZeRO stage (longctx/config/rules/zero.py, the one place that reads it from the DeepSpeed JSON; the trainer
+records it with `set_gradient_divisor`): ZeRO-3 divides by sp x dp, so the group's sum is all-gathered
+differentiably and each shard receives the gradient of all sp ranks' identical copies of the loss (torch's
+`_AllGather.backward` sums them: sp times its own), which the division by sp x dp takes back to 1/dp, as
+upstream; ZeRO-2 divides by dp only, so the other ranks' sums enter as constants and each shard receives its own
+gradient once (with the all-gather, ZeRO-2 trained SP with gradients sp times too large). With one micro-batch
+and one group under ZeRO-3 this is exactly the upstream formula. The module-level replacement is registered in
+longctx/training/patches.py; the counting is a method override of the trainer.
 """
 
 import torch
@@ -33,8 +35,8 @@ from longctx.config.rules.zero import gradient_average_divisor, unsupported
 
 # From its defining module: `transformers.trainer`'s name may already be someone else's replacement.
 UPSTREAM_SP_LOSS = hf_deepspeed.deepspeed_sp_compute_loss
-STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the counting wrapper
-GRADIENT_DIVISOR = "_sp_gradient_divisor"  # "dp" or "sp_x_dp", set on the accelerator instance at install
+STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the trainer's get_batch_samples
+GRADIENT_DIVISOR = "_sp_gradient_divisor"  # "dp" or "sp_x_dp", set on the accelerator instance by the trainer
 
 
 def sp_group_sum(shard_sum: torch.Tensor, sp_group, divisor: str) -> torch.Tensor:
@@ -88,22 +90,21 @@ def set_gradient_divisor(accelerator, sp: int) -> None:
     setattr(accelerator, GRADIENT_DIVISOR, divisor)
 
 
-def install_token_weighted_sp_loss(trainer) -> bool:
-    """Switch this trainer's SP loss to step-level token weighting (no-op without DeepSpeed SP)."""
-    pc = trainer.accelerator.parallelism_config
-    if pc is None or pc.sp_backend != "deepspeed" or pc.sp_size <= 1:
+def install_token_weighted_sp_loss(sp_size: int) -> bool:
+    """Route the Trainer's SP loss through step-level token weighting (process-wide; no-op without SP).
+
+    `Trainer.compute_loss` calls the module-level name `transformers.trainer.deepspeed_sp_compute_loss` (TRL's
+    `compute_loss` reaches it through `super()`), so no method override can reach it: the name is replaced.
+    """
+    if sp_size <= 1:
         return False
     if hf_trainer.deepspeed_sp_compute_loss not in (UPSTREAM_SP_LOSS, token_weighted_sp_compute_loss):
         return False  # replaced by someone else (the parity gate's deliberately broken loss): leave it alone
-    set_gradient_divisor(trainer.accelerator, pc.sp_size)
-    get_batch_samples = trainer.get_batch_samples
-
-    def counting_get_batch_samples(epoch_iterator, num_batches, device):
-        batch_samples, num_items_in_batch = get_batch_samples(epoch_iterator, num_batches, device)
-        count_step_label_tokens(trainer, batch_samples)
-        return batch_samples, num_items_in_batch
-
-    trainer.get_batch_samples = counting_get_batch_samples  # registered in longctx/training/patches.py
-    trainer.loss_is_scaled_for_ga = True  # the Trainer must not divide by the accumulation steps again
     hf_trainer.deepspeed_sp_compute_loss = token_weighted_sp_compute_loss  # registered in longctx/training/patches.py
     return True
+
+
+def weights_by_step(sp_size: int) -> bool:
+    """Whether a trainer at this sp computes the token-weighted SP loss, so its `get_batch_samples` must count
+    the step's label tokens and the Trainer must not divide the loss by the accumulation steps again."""
+    return sp_size > 1 and hf_trainer.deepspeed_sp_compute_loss is token_weighted_sp_compute_loss

@@ -9,9 +9,11 @@ deepspeed 0.19.8 chooses per stage and flag:
   by world / sp = dp, whatever `reduce_scatter` and `contiguous_gradients` say;
 - ZeRO-3 with `reduce_scatter: true` (the default; `stage3.py` `__avg_scatter_grads` -> `reduce_scatter_coalesced`)
   divides by the whole sp x dp group;
-- ZeRO-3 with `reduce_scatter: false` sends a bucket of at most `reduce_bucket_size` elements through
-  `__avg_scatter_contiguous_grads` (divided by dp) and a larger one (a parameter bigger than the bucket) through
-  `reduce_scatter_coalesced` (divided by sp x dp): two divisors in one step, which no loss can match: refused;
+- ZeRO-3 with `reduce_scatter: false` (and `contiguous_gradients`, the default) sends a bucket of at most
+  `reduce_bucket_size` elements through `__avg_scatter_contiguous_grads` (divided by dp) and a larger one (a
+  parameter bigger than the bucket) through `reduce_scatter_coalesced` (divided by sp x dp): two divisors in one
+  step, which no loss can match: refused (with `contiguous_gradients: false` every bucket takes the reduce-scatter,
+  but that pairing is not proven here, so it is refused too);
 - `zero_quantized_gradients` (qgZ) reduces through its own quantized all-to-all, not proven here: refused under SP;
 - stages 0 and 1: refused at every sp, as preflight did before (SP is proven against sp=1 at stages 2 and 3, and
   the memory plan models those two only).
@@ -62,7 +64,8 @@ def unsupported(ds: dict, sp: int) -> tuple[str, str, str] | None:
     if stage == 3 and not zero.get("reduce_scatter", True):
         msg = (
             "is false: ZeRO-3 then divides gradient buckets up to reduce_bucket_size by dp and larger ones by "
-            "sp x dp, so no SP loss weighting is right for both and gradients come out too large, silently"
+            "sp x dp (deepspeed 0.19.8, with contiguous_gradients), so no SP loss weighting is right for both and "
+            "gradients come out too large, silently"
         )
         return "zero_optimization.reduce_scatter", msg, "set reduce_scatter: true (the default) or remove the key"
     return None
