@@ -81,14 +81,6 @@ CASES = [
         "max_length: 2046",
     ),
     ("seq-pad-multiple", "cpu", {"recipe": {"pad_to_multiple_of": 3}}, [], "pad_to_multiple_of", "pad_to_multiple_of"),
-    (
-        "seq-cpu-pad",
-        "cpu",
-        {"recipe": {"pad_to_multiple_of": 2}},
-        [],
-        "pad_to_multiple_of",
-        "pad_to_multiple_of: 2048",
-    ),
     ("seq-fixed-unset", "cpu", {"accel": pc(sp_seq_length_is_variable=False)}, [], "sp_seq_length", "set it to 2048"),
     (
         "seq-fixed-wrong",
