@@ -47,14 +47,16 @@ def test_run_time_check_refuses_what_reached_deepspeed_anyway():
 @pytest.mark.distributed
 def test_entrypoint_refuses_zero3_without_reduce_scatter(tmp_path):
     """A real `accelerate launch` of recipes/sft.py at sp=2: exit 2 before any model, naming the key and the fix.
-    Before, it trained with gradients divided by dp in some buckets and by sp x dp in others."""
+    Before, it trained with gradients divided by dp in some buckets and by sp x dp in others. Refused by the recipe
+    rules while parsing (the error names the recipe and the JSON), not only by the trainer's run-time check."""
     accel = zero_variant(tmp_path, 2, reduce_scatter=False)
     args = ["--config", "tests/recipes/parity.yaml", "--accelerate_config", accel]
     proc = accelerate_launch(
         accel, "recipes/sft.py", [*args, "--dataset_name", str(tmp_path), "--output_dir", str(tmp_path)]
     )
     assert proc.returncode != 0 and "[mesh]" not in proc.stdout
-    assert "recipe cannot run" in proc.stderr and "`zero_optimization.reduce_scatter`: is false" in proc.stderr
+    assert "tests/recipes/parity.yaml: recipe cannot run" in proc.stderr, proc.stderr[-2000:]
+    assert "zero3-reduce_scatter-False.json: `zero_optimization.reduce_scatter`: is false" in proc.stderr
     assert "fix: set reduce_scatter: true (the default)" in proc.stderr
 
 
