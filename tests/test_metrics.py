@@ -142,3 +142,13 @@ def test_metrics_reach_tensorboard(tmp_path):
     trainer.train()
     tags = {tag.removeprefix("train/") for tag in tensorboard_scalars(tmp_path / "out")}  # out/runs/...
     assert {"tokens_per_s", "real_tokens_per_s", "model_tflops_per_gpu", "peak_mem_gib"} <= tags, tags
+
+
+def test_recipes_readme_states_the_mfu_formula_the_code_computes():
+    """recipes/README.md's `F = ...` evaluated for SMALL (P = 576 matmul weights by hand, V 10, h 8, L 1, H 2, d 4)
+    equals `FlopCounts.model`: a change of either the code or the formula text fails here."""
+    text = " ".join((REPO / "recipes/README.md").read_text().split())
+    formula = text.split("model FLOPs F = ")[1].split(" per step")[0]
+    expression = formula.replace("·", "*").replace("Σ n(n+1)/2", "pairs")
+    values = {"P": 576, "S": 5, "V": 10, "h": 8, "S_head": 2, "L": 1, "H": 2, "d": 4, "pairs": 9}
+    assert eval(expression, {}, values) == FlopCounts.from_config(SMALL).model(5, 9, head_positions=2) == 19104
