@@ -3,8 +3,10 @@
 Each replaces upstream code no method of the trainer can reach: an entry of transformers' attention registries,
 a module-level name that `transformers.trainer` calls, a class method DeepSpeed is registered through, a torch
 autograd function. Every one is listed, with the fingerprint of the code it replaces, in
-longctx/training/patches.py. What acts on one trainer is a method override of `LongContextSFTTrainer`
-(longctx/training/trainer.py); what acts on one model instance is in its `install_model_fixes`.
+longctx/training/patches.py. One is not a replacement but process state accelerate gives GPU runs only:
+`deepspeed.comm` on the existing gloo group (longctx/training/cpu_comm.py). What acts on one trainer is a
+method override of `LongContextSFTTrainer` (longctx/training/trainer.py); what acts on one model instance is in
+its `install_model_fixes`.
 
 Add a process-wide fix here as one line with its reason, in the order it must run.
 """
