@@ -77,7 +77,7 @@ def test_deepspeed_config_loads(path):
     raw = json.loads(path.read_text())
     config = DeepSpeedConfig(concrete(raw))  # pydantic: unknown keys are errors
     assert config.zero_optimization_stage in (2, 3), "Ulysses SP needs ZeRO stage 2 or 3"
-    assert "seq_parallel_communication_data_type" in raw, "say explicitly the dtype of every gradient reduction under SP"
+    assert "seq_parallel_communication_data_type" in raw, "say the dtype of every gradient reduction under SP"
 
 
 def test_unknown_recipe_key_names_file_and_suggestion(tmp_path):

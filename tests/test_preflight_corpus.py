@@ -151,6 +151,14 @@ CASES = [
         "rope_type: yarn",
     ),
     ("ds-stage-1", "cpu", {"ds": {"zero_optimization": {"stage": 1}}}, [], "zero_optimization.stage", "stage: 3"),
+    (  # on a GPU launch the memory check runs too: it must not plan (or crash on) a stage it does not model
+        "ds-stage-1-gpu",
+        "gpu",
+        {"ds": {"zero_optimization": {"stage": 1}}},
+        GPU8,
+        "zero_optimization.stage",
+        "stage: 3",
+    ),
     (
         "ds-zero3-no-reduce-scatter",
         "cpu",
