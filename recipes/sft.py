@@ -29,6 +29,7 @@ from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recip
 from longctx.config.topology import Topology
 from longctx.training.alst import apply_alst
 from longctx.training.credentials import move_hub_token_to_env
+from longctx.training.document_layout import install_document_layout
 from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
 from longctx.training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
 from longctx.training.metrics import attach_metrics
@@ -188,6 +189,7 @@ def main(recipe, training_args, model_args):
     )
     keep_packed_positions(trainer)
     require_position_ids(trainer.model, recipe, training_args)
+    install_document_layout(trainer.model, recipe, model_args)  # documents' starts read once a forward, not per layer
     if eval_dataset is not None:  # eval batches sharded across the SP group, one token-weighted eval loss
         keep_sp_in_eval()
         enable_sp_eval(trainer)

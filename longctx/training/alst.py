@@ -24,6 +24,8 @@ import math
 import torch
 import torch.distributed as dist
 
+from longctx.training.document_layout import decoder_of
+
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 
 
@@ -41,12 +43,34 @@ def agreed_shard_count(seqlen: int, hidden: int, requested: int | None, device) 
     return shards
 
 
-def tiled_forward(mlp, forward, x, requested: int | None):
+class TileAgreement:
+    """The tile count of each sequence length in this forward: agreed over all ranks by its first MLP call.
+
+    Agreeing costs an all-reduce and a host read (`.item()`), which per MLP call meant 32 syncs a forward and 32
+    more in the recompute for Llama-8B, even at world size 1. Every MLP of one forward (and its recompute) sees
+    the same length, so the decoder's forward pre-hook clears the counts and the first call agrees for all.
+    Cleared per forward on every rank, never kept across steps: the max over ranks changes with their batches.
+    """
+
+    def __init__(self, requested: int | None, per_call: bool = False):
+        self.requested, self.per_call = requested, per_call
+        self.counts: dict[int, int] = {}
+
+    def forget(self, *_hook_args) -> None:
+        self.counts.clear()
+
+    def shards(self, seqlen: int, hidden: int, device) -> int:
+        if self.per_call or seqlen not in self.counts:
+            self.counts[seqlen] = agreed_shard_count(seqlen, hidden, self.requested, device)
+        return self.counts[seqlen]
+
+
+def tiled_forward(mlp, forward, x, agreement: TileAgreement):
     """`forward(x)` in equal sequence tiles through DeepSpeed's TiledMLP; padding rows are zeros and dropped."""
     from deepspeed.runtime.sequence_parallel.ulysses_sp import TiledMLP
 
     seqlen = x.shape[-2]
-    shards = agreed_shard_count(seqlen, x.shape[-1], requested, x.device)
+    shards = agreement.shards(seqlen, x.shape[-1], x.device)
     tile = math.ceil(seqlen / shards)
     pad = tile * shards - seqlen
     if pad:  # zero rows give zero MLP output (no biases) and receive zero gradient, since they are sliced off
@@ -67,6 +91,10 @@ def enable_tiled_mlp(model, shards: int | None = None) -> int:
 
     The module's current forward (Liger's SwiGLU when `use_liger_kernel` patched it) runs on each tile.
     """
+    decoder = decoder_of(model)
+    agreement = TileAgreement(shards, per_call=decoder is None)  # no decoder to hook: agree in every call
+    if decoder is not None:
+        decoder.register_forward_pre_hook(agreement.forget)
     patched = 0
     for module in model.modules():
         if not is_gated_mlp(module):
@@ -74,7 +102,7 @@ def enable_tiled_mlp(model, shards: int | None = None) -> int:
         if any(getattr(getattr(module, name), "bias", None) is not None for name in MLP_PROJECTIONS):
             raise ValueError(f"tiled_mlp: {type(module).__name__} has biases; zero padding would not give zeros")
         # registered in longctx/training/patches.py
-        module.forward = lambda x, _m=module, _f=module.forward: tiled_forward(_m, _f, x, shards)
+        module.forward = lambda x, _m=module, _f=module.forward: tiled_forward(_m, _f, x, agreement)
         patched += 1
     if not patched:
         raise ValueError(f"tiled_mlp: no gate/up/down MLP found in {type(model).__name__}")
