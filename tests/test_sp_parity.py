@@ -132,11 +132,20 @@ def test_gate_catches_unweighted_sp_loss(runs):
     assert mismatches(runs(1), broken), "averaging per-rank losses without token weights went unnoticed"
 
 
-ALST_ON = ("--tiled_mlp", "true", "--activation_checkpoint_offload", "true")
+# TiledMLP, checkpoint offload and TRL's selective checkpointing (attention's output kept, not recomputed)
+ALST_ON = (
+    "--tiled_mlp",
+    "true",
+    "--activation_checkpoint_offload",
+    "true",
+    "--gradient_checkpointing_kwargs",
+    '{"selective": true}',
+)
 
 
 def test_alst_features_match_plain_sp2(runs):
-    """TiledMLP + checkpoint offload (longctx/training/alst.py) at sp=2 compute what sp=2 without them computes."""
+    """TiledMLP + checkpoint offload (longctx/training/alst.py) + selective checkpointing at sp=2 compute what
+    sp=2 with full checkpointing and neither feature computes."""
     assert mismatches(runs(2), runs(2, extra=ALST_ON)) == []
 
 

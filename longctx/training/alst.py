@@ -10,13 +10,9 @@ linear cross-entropy, the third, is TRL's own `use_liger_kernel` key; here it is
   tiles or the gathers stop matching and training deadlocks. The count is therefore max-reduced over all
   ranks, and the input is zero-padded to a whole number of equal tiles, because `torch.chunk` returns
   fewer chunks than asked when the length does not divide (DeepSpeed's own example has that gap).
-- `activation_checkpoint_offload`: with gradient checkpointing, what stays on the accelerator between
-  forward and backward is each layer's input (L x tokens x hidden). A saved-tensor hook around each
-  checkpointed layer moves exactly those tensors to host memory and brings them back when backward
-  recomputes the layer. Own hook rather than TRL's `activation_offloading` context (it offloads every
-  saved tensor of the whole model, did not run on CPU in the earlier attempt) or DeepSpeed's
-  `cpu_checkpointing` (reentrant checkpointing only, and it broke TRL's fused head last time). Inside the
-  checkpoint, torch's own hooks take precedence, so only the layer inputs go through this one.
+- `activation_checkpoint_offload`: with gradient checkpointing, what stays on the accelerator between forward
+  and backward is each layer's input; longctx/training/checkpoint_offload.py keeps those in host memory (an
+  exact-size pinned pool, copies on a transfer stream) until backward recomputes the layer.
 """
 
 import math
@@ -24,6 +20,7 @@ import math
 import torch
 import torch.distributed as dist
 
+from longctx.training.checkpoint_offload import enable_activation_checkpoint_offload
 from longctx.training.document_layout import decoder_of
 
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
@@ -107,55 +104,6 @@ def enable_tiled_mlp(model, shards: int | None = None) -> int:
     if not patched:
         raise ValueError(f"tiled_mlp: no gate/up/down MLP found in {type(model).__name__}")
     return patched
-
-
-# ---------------------------------------------------------------- activation-checkpoint offload
-
-
-class HostOffload:
-    """Pack/unpack hooks: accelerator tensors go to (pinned) host memory and come back on use.
-
-    On CPU the "offload" is a copy, so the same path runs and is tested; `offloaded` counts the
-    tensors packed (the test uses it to see the path really ran).
-    """
-
-    def __init__(self):
-        self.offloaded = 0
-
-    def pack(self, tensor):
-        if isinstance(tensor, torch.nn.Parameter):
-            return tensor  # ZeRO-3 owns parameters; never copy them
-        self.offloaded += 1
-        pin = tensor.device.type == "cuda"
-        host = torch.empty(tensor.size(), dtype=tensor.dtype, layout=tensor.layout, pin_memory=pin)
-        host.copy_(tensor, non_blocking=pin)
-        return tensor.device, host
-
-    @staticmethod
-    def unpack(packed):
-        if isinstance(packed, torch.Tensor):
-            return packed
-        device, host = packed
-        return host.to(device, non_blocking=True)
-
-
-def enable_activation_checkpoint_offload(model) -> HostOffload:
-    """Wrap each checkpointed layer's forward in the offload hooks; returns the hooks (for their count)."""
-    from transformers.modeling_layers import GradientCheckpointingLayer
-
-    hooks = HostOffload()
-    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
-    if not layers:
-        raise ValueError(f"activation_checkpoint_offload: no checkpointable layer in {type(model).__name__}")
-    for layer in layers:
-        forward = layer.forward  # the class's checkpointing wrapper, bound; module hooks stay outside
-
-        def offloaded(*args, _forward=forward, **kwargs):
-            with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
-                return _forward(*args, **kwargs)
-
-        layer.forward = offloaded  # registered in longctx/training/patches.py
-    return hooks
 
 
 def apply_alst(model, recipe) -> None:

@@ -28,7 +28,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from longctx.training.document_layout import LAYOUT_KWARG, DocumentLayout, layout_for
-from longctx.training.varlen import varlen_attention, varlen_kernel
+from longctx.training.varlen import save_in_selective_checkpointing, varlen_attention, varlen_kernel
 
 # Only tiny documents are grouped into one sdpa call, while the group spans at most this many tokens. A masked call
 # runs sdpa's math path over the whole L x L block, an unmasked causal call the fused kernel: measured on CPU
@@ -170,6 +170,7 @@ def install_document_isolation(attn_implementation: str, config=None, enabled: b
         )
     AttentionInterface.register("sdpa", isolated_sdpa_attention)  # registered in longctx/training/patches.py
     AttentionMaskInterface.register("sdpa", isolated_sdpa_mask)  # registered in longctx/training/patches.py
+    save_in_selective_checkpointing()  # packed rows' varlen kernel: kept, not recomputed, by selective checkpointing
     _state["enabled"] = True
     return "[isolation] sdpa: packed documents attend only within themselves (split at position_ids == 0)"
 

@@ -104,3 +104,30 @@ def varlen_attention(kernel, query, key, value, layout: DocumentLayout, scaling=
         enable_gqa=key.shape[1] != heads,
     )
     return out.view(batch, length, heads, dim)
+
+
+def save_in_selective_checkpointing() -> None:
+    """Make TRL's selective activation checkpointing keep this kernel's output, as it keeps sdpa's (idempotent).
+
+    TRL 1.16 (`gradient_checkpointing_kwargs: {selective: true}`) saves the attention op's outputs through torch's
+    selective-checkpoint API, and recognises attention by sdpa's aten overloads or by "flash_attn" in the op's
+    name. Torch's varlen kernel, which packed rows run on a GPU, is the custom op `torch_attn::_varlen_attn`:
+    neither, so packed attention would still be recomputed. TRL builds its policy from the module-level
+    `_aten_attention_ops()` when it enables checkpointing, so adding the op there covers it.
+    """
+    from trl.models import selective_activation_checkpointing as sac
+
+    if getattr(sac._aten_attention_ops, "with_varlen", False):
+        return
+    upstream = sac._aten_attention_ops
+
+    def attention_ops() -> set:
+        ops = upstream()
+        try:
+            import torch.nn.attention.varlen  # defines the torch_attn ops
+        except ImportError:  # a torch without varlen attention: packed rows never reach it
+            return ops
+        return ops | {torch.ops.torch_attn._varlen_attn.default}
+
+    attention_ops.with_varlen = True
+    sac._aten_attention_ops = attention_ops  # registered in longctx/training/patches.py
