@@ -22,7 +22,6 @@ from tests.helpers.sync_count import SyncCounter
 from tests.test_isolation_varlen import reference_varlen_attn
 
 TINY = "recipes/assets/tiny-llama"
-SDPA = type("ModelArgs", (), {"attn_implementation": "sdpa"})()
 RECIPE = type("Recipe", (), {"allow_cross_document_attention": False})()
 # transformers' packed-sequence check when it builds the mask (once per forward) and the layout's two reads
 PER_STEP = 3
@@ -46,7 +45,7 @@ def tiny_model(layers: int, *, layout: bool = True, tiled: bool = False):
     if tiled:
         alst.enable_tiled_mlp(model)
     if layout:
-        assert install_document_layout(model, RECIPE, SDPA)
+        assert install_document_layout(model, RECIPE, "sdpa")
     return model.train()
 
 

@@ -54,7 +54,7 @@ def tiny_model(selective: bool, config=None, dtype=torch.float32):
     if selective:  # what SFTTrainer does for `selective: true`, before the Trainer enables checkpointing
         enable_selective_activation_checkpointing(model)
     model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    install_document_layout(model, SimpleNamespace(), SimpleNamespace(attn_implementation="sdpa"))
+    install_document_layout(model, SimpleNamespace(), "sdpa")
     return model.train()
 
 

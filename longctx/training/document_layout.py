@@ -87,13 +87,13 @@ def _add_empty_layout(module, args, kwargs):
     return args, kwargs
 
 
-def install_document_layout(model, recipe, model_args) -> bool:
+def install_document_layout(model, recipe, attn_implementation: str | None) -> bool:
     """Hand every forward of `model`'s decoder one layout for all its attention calls; returns whether it did.
 
-    Only where the isolated sdpa reads it (sdpa with isolation on): another backend would receive a keyword it
-    does not know.
+    Only where the isolated sdpa reads it (`attn_implementation` sdpa, isolation on): another backend would
+    receive a keyword it does not know.
     """
-    if model_args.attn_implementation != "sdpa" or getattr(recipe, "allow_cross_document_attention", False):
+    if attn_implementation != "sdpa" or getattr(recipe, "allow_cross_document_attention", False):
         return False
     decoder = decoder_of(model)
     if decoder is None:
