@@ -1,7 +1,7 @@
 """Checkpoint offload, ours against transformers' built-in, side by side in one run: host bytes and step time.
 
 Usage (CPU, about a minute; on a machine with CUDA add `--device cuda` for real pinned memory and streams):
-    python benchmarks/checkpoint_offload.py [--seq 3072 4096] [--steps 3] [--device cpu] [--json OUT]
+    python benchmarks/checkpoint_offload.py [--seq 3072] [--steps 3] [--device cpu] [--json OUT]
 
 A Llama of 6 layers (hidden 256, 4 heads of 64, 2 KV heads, MLP 688, fp32 on CPU, bf16 on CUDA) trains one row
 of `--seq` tokens with full gradient checkpointing, three ways in the same process:
@@ -15,12 +15,14 @@ Per row: the median step seconds over `--steps` steps after one warm-up (the var
 load on a shared machine hits all alike); the tensors each path offloads per step and their bytes (ours: counted
 by its hooks; transformers': the host tensors of the layer inputs' shape that `save_on_cpu` allocates, seen by a
 dispatch mode); the host bytes held after the steps (ours: its pool; transformers': on CUDA
-`torch.cuda.host_memory_stats()` of torch's pinned host allocator); and the host allocations after the first
-step. `same_requests_pinned_allocator_rule` is what torch's pinned host allocator reserves for ours' requests by
-its rule (a power of two per request: c10 `CachingHostAllocator::allocate`, `PowerOf2Ceil`), i.e. what the
-built-in path holds for the same tensors (both hooks sit on the checkpoint's saved inputs). On a CPU-only torch
-the built-in path raises (`save_on_cpu(pin_memory=True, device_type="cpu")` asks for pinned memory, which needs
-an accelerator): its row says so.
+`torch.cuda.host_memory_stats()` of torch's pinned host allocator; on CPU what that allocator would reserve for
+the tensors recorded, by its rule: a power of two per request, c10 `CachingHostAllocator::allocate`,
+`PowerOf2Ceil`); and the host allocations after the first step. `same_requests_pinned_allocator_rule` is what
+the allocator's rule reserves for ours' requests, i.e. what the built-in path holds for the same tensors (both
+hooks sit on the checkpoint's saved inputs). On a CPU-only torch the built-in path as shipped raises
+(`save_on_cpu(pin_memory=True, device_type="cpu")` asks for pinned memory, which needs an accelerator), so on
+CPU its row runs torch's same `save_on_cpu` code with `device_type="cuda"`, which allocates and copies a host
+tensor per saved tensor without pinning (`pinned: false`).
 """
 
 import argparse
@@ -30,6 +32,7 @@ import statistics
 import time
 
 import torch
+import transformers.modeling_utils
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -56,12 +59,22 @@ def pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
+def unpinned_save_on_cpu(pin_memory: bool = True, device_type: str = "cpu"):
+    """transformers' built-in, on a machine without an accelerator, passes `device_type="cpu"` to `save_on_cpu`,
+    whose pinned path then asks for pinned memory (`torch.cpu.is_available()` is true) and raises. With
+    `device_type="cuda"` torch's own pinned path pins only where CUDA is available: on CPU it allocates a host
+    tensor per saved tensor and copies into it, as it does pinned ones on a GPU (the pinning is not measured)."""
+    return torch.autograd.graph.save_on_cpu(pin_memory=pin_memory, device_type="cuda")
+
+
 def build(variant: str, device: str):
     config = LlamaConfig(hidden_size=256, intermediate_size=688, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=64, num_hidden_layers=LAYERS, vocab_size=512)  # fmt: skip
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = LlamaForCausalLM(config).to(device=device, dtype=dtype).train()
+    if variant == "transformers" and device == "cpu":  # looked up at each forward: stays for the run
+        transformers.modeling_utils.save_on_cpu = unpinned_save_on_cpu
     model.activation_checkpointing_enable({"use_reentrant": False}, offload=variant == "transformers")
     hooks = enable_activation_checkpoint_offload(model) if variant == "ours" else None
     return model, hooks
@@ -109,6 +122,7 @@ class Variant:
                     "same_requests_pinned_allocator_rule": sum(pow2(n) for n in sizes)}  # fmt: skip
         if self.name == "transformers":
             row |= {"offloaded_per_step": len(self.recorded.sizes), "offloaded_bytes": sum(self.recorded.sizes)}
+            row["pinned"] = self.device == "cuda"
             if self.device == "cuda":
                 row["host_held_bytes"] = torch.cuda.host_memory_stats().get("reserved_bytes.current")
             else:
@@ -131,7 +145,7 @@ def compare(seq: int, steps: int, device: str) -> list[dict]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seq", type=int, nargs="+", default=[3072, 4096])
+    parser.add_argument("--seq", type=int, nargs="+", default=[3072])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--json", help="also write the rows here, one JSON object a line")

@@ -45,11 +45,12 @@ class MemoryPlan:
         return sum(value for _, value in self.rows())
 
     def rows(self) -> list[tuple[str, float]]:
-        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted."""
+        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted;
+        `saved_attention` only where selective checkpointing is on."""
         layer = self.attention + self.mlp + self.hidden_states
         out = []
         for f in fields(self):
-            if f.name == "host_per_node":
+            if f.name == "host_per_node" or (f.name == "saved_attention" and not self.saved_attention):
                 continue
             value = getattr(self, f.name)
             if f.name in ("attention", "mlp", "hidden_states") and self.lm_head > layer:

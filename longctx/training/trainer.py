@@ -45,6 +45,8 @@ class LongContextSFTTrainer(SFTTrainer):
         attention = getattr(self.model.config, "_attn_implementation", None)  # Ulysses renames it only in train()
         install_document_layout(self.model, self.recipe, attention)  # documents' starts read once a forward
         apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
+        if getattr(self.model.gradient_checkpointing_enable, "_is_sac_wrapped", False):  # TRL's `selective: true`
+            self.accelerator.print("[checkpointing] selective: attention outputs kept, the rest recomputed")
 
     def add_run_callbacks(self) -> None:
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""

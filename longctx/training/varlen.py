@@ -125,9 +125,10 @@ def save_in_selective_checkpointing() -> None:
         ops = upstream()
         try:
             import torch.nn.attention.varlen  # defines the torch_attn ops
-        except ImportError:  # a torch without varlen attention: packed rows never reach it
+
+            return ops | {torch.ops.torch_attn._varlen_attn.default}
+        except (ImportError, AttributeError):  # a torch without (this name of) the op: packed rows never reach it
             return ops
-        return ops | {torch.ops.torch_attn._varlen_attn.default}
 
     attention_ops.with_varlen = True
     sac._aten_attention_ops = attention_ops  # registered in longctx/training/patches.py
