@@ -120,7 +120,8 @@ def test_kept_attention_is_the_planned_term():
         live.append(mode.live)
         del loss
     planned = terms.saved_attention(Arch.from_config(config.to_dict()), 2048, selective=True)
-    assert abs((live[1] - live[0]) / planned - 1) <= 0.10, (live[1] - live[0], planned)
+    # measured: exactly the formula; 1% still tells a missing log-sum-exp (4 of 68 bytes a head and token here)
+    assert abs((live[1] - live[0]) / planned - 1) <= 0.01, (live[1] - live[0], planned)
 
 
 def problems(selective=True, checkpointing=True, reentrant=None, peft=False, attention="sdpa", offload=False):
