@@ -3,10 +3,12 @@
 tests/helpers/sync_count.py counts every operation that makes the host wait for the device on a GPU (`item`,
 `bool`, `nonzero`, boolean indexing, `tolist`, ...) through one forward and backward of the tiny Llama with
 gradient checkpointing, at 2 and at 6 layers. A sync per layer (or per layer recompute) shows as a count that
-grows by 4 or more between the two; the count must be equal, and small. Measured before the per-forward layout
-(longctx/training/document_layout.py) and tile agreement (longctx/training/alst.py): unpacked rows 1 + 2 per
-layer, packed rows 1 + 6 per layer, TiledMLP with a process group 2 more per layer; after: 3 per step in every
-case (4 with TiledMLP: its one all-reduce read back), whatever the layer count.
+grows by 4 or more between the two; the count must be equal, and small. Measured with this counter on the code
+before the per-forward layout (longctx/training/document_layout.py) and tile agreement (longctx/training/alst.py),
+commit 65d8b10's parent, at 2 -> 6 layers: unpacked 5 -> 13 (1 + 2 per layer), packed on the CPU per-document
+path 21 -> 61 (1 + 10 per layer), packed on the varlen path 13 -> 37 (1 + 6 per layer), packed with TiledMLP
+under a process group 25 -> 73; after: 3 per step in every case (4 with TiledMLP: its one all-reduce read
+back), whatever the layer count. The old code fails `test_syncs_do_not_grow_with_layers` in every case.
 """
 
 import pytest
