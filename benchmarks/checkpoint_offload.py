@@ -21,8 +21,9 @@ the tensors recorded, by its rule: a power of two per request, c10 `CachingHostA
 the allocator's rule reserves for ours' requests, i.e. what the built-in path holds for the same tensors (both
 hooks sit on the checkpoint's saved inputs). On a CPU-only torch the built-in path as shipped raises
 (`save_on_cpu(pin_memory=True, device_type="cpu")` asks for pinned memory, which needs an accelerator), so on
-CPU its row runs torch's same `save_on_cpu` code with `device_type="cuda"`, which allocates and copies a host
-tensor per saved tensor without pinning (`pinned: false`).
+CPU its row runs the built-in's checkpoint function with `device_type="cuda"` (set through transformers'
+`_set_gradient_checkpointing`), which allocates and copies a host tensor per saved tensor without pinning
+(`pinned: false`).
 """
 
 import argparse
@@ -32,8 +33,8 @@ import statistics
 import time
 
 import torch
-import transformers.modeling_utils
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import checkpoint
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from longctx.training.checkpoint_offload import enable_activation_checkpoint_offload
@@ -59,12 +60,14 @@ def pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-def unpinned_save_on_cpu(pin_memory: bool = True, device_type: str = "cpu"):
-    """transformers' built-in, on a machine without an accelerator, passes `device_type="cpu"` to `save_on_cpu`,
-    whose pinned path then asks for pinned memory (`torch.cpu.is_available()` is true) and raises. With
-    `device_type="cuda"` torch's own pinned path pins only where CUDA is available: on CPU it allocates a host
-    tensor per saved tensor and copies into it, as it does pinned ones on a GPU (the pinning is not measured)."""
-    return torch.autograd.graph.save_on_cpu(pin_memory=pin_memory, device_type="cuda")
+def builtin_offload_on_cpu(function, *args, **kwargs):
+    """transformers' built-in offload checkpoint function (`_activation_checkpointing_enable`, offload=True), with
+    `device_type="cuda"`: on a machine without an accelerator the built-in passes `device_type="cpu"`, so
+    `save_on_cpu`'s pinned path asks for pinned memory (`torch.cpu.is_available()` is true) and raises. With
+    "cuda", torch's same code pins only where CUDA is available: on CPU it allocates a host tensor per saved
+    tensor and copies into it, as it does pinned ones on a GPU (the pinning itself is not measured)."""
+    with torch.autograd.graph.save_on_cpu(pin_memory=True, device_type="cuda"):
+        return checkpoint(function, *args, use_reentrant=False, **kwargs)
 
 
 def build(variant: str, device: str):
@@ -73,9 +76,9 @@ def build(variant: str, device: str):
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = LlamaForCausalLM(config).to(device=device, dtype=dtype).train()
-    if variant == "transformers" and device == "cpu":  # looked up at each forward: stays for the run
-        transformers.modeling_utils.save_on_cpu = unpinned_save_on_cpu
     model.activation_checkpointing_enable({"use_reentrant": False}, offload=variant == "transformers")
+    if variant == "transformers" and device == "cpu":  # the built-in's function, through transformers' own setter
+        model._set_gradient_checkpointing(enable=True, gradient_checkpointing_func=builtin_offload_on_cpu)
     hooks = enable_activation_checkpoint_offload(model) if variant == "ours" else None
     return model, hooks
 
