@@ -1,5 +1,5 @@
 """`make eval`: every GPU recipe passes preflight at its own topology with a priced grid, and the tiny recipe's
-eval runs for real on its sp=2 CPU mesh and writes the table, results.json and the heatmap."""
+eval runs for real at sp=2 x dp=2 with an odd grid and writes the table, results.json and the heatmap."""
 
 import json
 import os
@@ -7,8 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from longctx.evaluation.cli import default_lengths, main
+from tests.helpers.tiny_model import tiny_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_RECIPES = sorted(p for p in (REPO / "recipes").rglob("*.yaml") if "tiny-llama" not in str(p))
@@ -43,16 +45,43 @@ def run_offline(cmd: list[str]) -> subprocess.CompletedProcess:
     return proc
 
 
+def scores_at_sp1(checkpoint: Path, grid_args: tuple) -> list[dict]:
+    """Every example of the grid scored in this process at sp=1, on one process, without DeepSpeed."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from longctx.evaluation.worker import shard_sums
+    from longctx.training.retrieval.scoring import verdict
+    from longctx.training.retrieval.tasks import grid
+
+    model, tok = AutoModelForCausalLM.from_pretrained(checkpoint).eval(), AutoTokenizer.from_pretrained(checkpoint)
+    out = []
+    for ex in grid(tok, *grid_args):
+        out.append({"task": ex.task, "length": ex.length, "depth": ex.depth, "sample": ex.sample})
+        out[-1].update(verdict(shard_sums(model, ex, 1, 0, torch.device("cpu"))))
+    return out
+
+
 @pytest.mark.distributed
-def test_make_eval_on_the_tiny_recipe_writes_table_json_and_heatmap(tmp_path):
-    flags = f"--lengths 512 1024 --depths 0 1 --samples 1 --tasks passkey multivalue --out {tmp_path}"
-    proc = run_offline(
-        ["make", "-s", "-o", ".venv/.installed", "eval", "RECIPE=tiny-llama/sft-2k-cpu-sp2", f"EVAL_FLAGS={flags}"]
-    )
+def test_make_eval_at_sp2_dp2_with_an_odd_grid_scores_every_example_once(tmp_path):
+    """`make eval` on the tiny recipe at sp=2 x dp=2 with 9 examples: 2 SP groups, so one group scores 5 and
+    the other 4 plus a padding repeat whose result is dropped. Without the padding (longctx.training.retrieval.
+    scoring.dp_share) the short group stops while ZeRO-3 still gathers on the other: gloo aborts (SIGABRT,
+    measured on the code before the fix), NCCL hangs. Every example's score equals sp=1 without DeepSpeed."""
+    checkpoint = tiny_checkpoint(tmp_path / "model")
+    flags = f"--lengths 256 512 1024 --depths 0 0.5 1 --samples 1 --tasks passkey --out {tmp_path / 'out'}"
+    mesh = "--accelerate_config accelerate_configs/cpu-sp2-dp2-shard.yaml"
+    make = ["make", "-s", "-o", ".venv/.installed", "eval", "RECIPE=tiny-llama/sft-2k-cpu-sp2"]
+    proc = run_offline([*make, f"CHECKPOINT={checkpoint}", f"EVAL_FLAGS={flags}", f"ARGS={mesh}"])
     assert "passkey: accuracy by context length (rows) and needle depth (columns)" in proc.stdout
-    doc = json.loads((tmp_path / "results.json").read_text())
-    assert doc["sp"] == 2 and len(doc["cells"]) == 2 * 2 * 2 and len(doc["examples"]) == 8
-    assert (tmp_path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert doc["sp"] == 2 and doc["world_size"] == 4 and len(doc["cells"]) == 3 * 3
+    assert (tmp_path / "out" / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    key = ("task", "length", "depth", "sample")
+    got = sorted(doc["examples"], key=lambda r: [r[k] for k in key])
+    expected = scores_at_sp1(checkpoint, (("passkey",), [256, 512, 1024], [0.0, 0.5, 1.0], 1, 0))
+    assert [[r[k] for k in key] for r in got] == [[r[k] for k in key] for r in expected]  # each once, none extra
+    for a, b in zip(got, expected, strict=True):
+        assert a["exact"] == b["exact"] and a["logprob"] == pytest.approx(b["logprob"], rel=1e-5), a
 
 
 @pytest.mark.distributed

@@ -2,9 +2,11 @@
 
 The model is prepared by accelerate exactly as for training (DeepSpeed with the recipe's ZeRO config, Ulysses
 attention registered for the recipe's sp, kept on in eval by longctx/training/sp_eval.py). Every rank builds the same
-examples; each SP group takes every dp-th one, and each rank of the group runs its shard of the sequence
-(position_ids are the global positions). Only the positions that predict an answer token go through the LM
-head, so no [sequence, vocab] logits are ever built: a 256K-token example costs a training step's forward.
+examples; each SP group takes every dp-th one (the list padded to a multiple of dp with repeats whose results are
+dropped, so every rank runs as many forwards: ZeRO-3 gathers parameters across all of them), and each rank of the
+group runs its shard of the sequence (position_ids are the global positions). Only the positions that predict an
+answer token go through the LM head, so no [sequence, vocab] logits are ever built: a 256K-token example costs a
+training step's forward.
 """
 
 import os
@@ -15,7 +17,7 @@ import torch
 
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.evaluation.cost import measured_cost
-from longctx.training.retrieval.scoring import answer_sums, shard, shift_labels, verdict
+from longctx.training.retrieval.scoring import answer_sums, dp_share, shard, shift_labels, verdict
 from longctx.training.retrieval.tasks import grid
 from longctx.training.shutdown import exit_cleanly
 
@@ -121,10 +123,12 @@ def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
     dp, dp_rank = acc.num_processes // sp, acc.process_index // sp  # SP groups are consecutive ranks
     examples = grid(tok, args.tasks, args.lengths, args.depths, args.samples, args.seed)
     mine = []
-    for i, ex in enumerate(examples):
-        if i % dp == dp_rank:
-            mine.append({"task": ex.task, "length": ex.length, "depth": ex.depth, "sample": ex.sample})
-            mine[-1].update(timed_score(model, ex, sp, sp_rank, acc.device))
+    for i, keep in dp_share(len(examples), dp, dp_rank):  # every rank runs as many forwards (ZeRO-3 gathers)
+        ex = examples[i]
+        row = {"task": ex.task, "length": ex.length, "depth": ex.depth, "sample": ex.sample}
+        row.update(timed_score(model, ex, sp, sp_rank, acc.device))
+        if keep:  # a padding repeat's result is dropped
+            mine.append(row)
     gathered = [None] * acc.num_processes if acc.num_processes > 1 else [mine]
     if acc.num_processes > 1:
         torch.distributed.all_gather_object(gathered, mine)
