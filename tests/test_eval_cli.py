@@ -10,9 +10,11 @@ import pytest
 import torch
 
 from longctx.evaluation.cli import default_lengths, main
+from tests.helpers.secrets import env_with_tokens, make_argv, secret_leaks
 from tests.helpers.tiny_model import tiny_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
+SP2_DP2 = "accelerate_configs/cpu-sp2-dp2-shard.yaml"
 GPU_RECIPES = sorted(p for p in (REPO / "recipes").rglob("*.yaml") if "tiny-llama" not in str(p))
 
 
@@ -49,8 +51,7 @@ def scores_at_sp1(checkpoint: Path, grid_args: tuple) -> list[dict]:
     """Every example of the grid scored in this process at sp=1, on one process, without DeepSpeed."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from longctx.evaluation.worker import shard_sums
-    from longctx.training.retrieval.scoring import verdict
+    from longctx.training.retrieval.scoring import shard_sums, verdict
     from longctx.training.retrieval.tasks import grid
 
     model, tok = AutoModelForCausalLM.from_pretrained(checkpoint).eval(), AutoTokenizer.from_pretrained(checkpoint)
@@ -62,20 +63,28 @@ def scores_at_sp1(checkpoint: Path, grid_args: tuple) -> list[dict]:
 
 
 @pytest.mark.distributed
-def test_make_eval_at_sp2_dp2_with_an_odd_grid_scores_every_example_once(tmp_path):
-    """`make eval` on the tiny recipe at sp=2 x dp=2 with 9 examples: 2 SP groups, so one group scores 5 and
-    the other 4 plus a padding repeat whose result is dropped. Without the padding (longctx.training.retrieval.
-    scoring.dp_share) the short group stops while ZeRO-3 still gathers on the other: gloo aborts (SIGABRT,
-    measured on the code before the fix), NCCL hangs. Every example's score equals sp=1 without DeepSpeed."""
-    checkpoint = tiny_checkpoint(tmp_path / "model")
-    flags = f"--lengths 256 512 1024 --depths 0 0.5 1 --samples 1 --tasks passkey --out {tmp_path / 'out'}"
-    mesh = "--accelerate_config accelerate_configs/cpu-sp2-dp2-shard.yaml"
-    make = ["make", "-s", "-o", ".venv/.installed", "eval", "RECIPE=tiny-llama/sft-2k-cpu-sp2"]
-    proc = run_offline([*make, f"CHECKPOINT={checkpoint}", f"EVAL_FLAGS={flags}", f"ARGS={mesh}"])
+def test_make_eval_at_sp2_dp2_with_an_odd_grid_scores_every_example_once_and_shows_no_token(tmp_path):
+    """`make eval` (preflight, then the grid) on the tiny recipe at sp=2 x dp=2 with 9 examples: 2 SP groups, so
+    one group scores 5 and the other 4 plus a padding repeat whose result is dropped. Without the padding
+    (longctx.training.retrieval.scoring.dp_share) the short group stops while ZeRO-3 still gathers on the other:
+    gloo aborts, NCCL hangs (bounded here by the timeout). Every example's score equals sp=1 without DeepSpeed.
+    The run carries a fake Hub token in ARGS and HF_TOKEN (see tests/test_secrets.py): results.json records the
+    overrides, and must not record the token."""
+    checkpoint, out = tiny_checkpoint(tmp_path / "model"), tmp_path / "out"
+    flags = f"--lengths 256 512 1024 --depths 0 0.5 1 --samples 1 --tasks passkey --out {out}"
+    argv = make_argv("eval", "RECIPE=tiny-2k", f"CHECKPOINT={checkpoint}", f"FLAGS={flags}")
+    argv[-1] += f" --seed 7 --accelerate_config {SP2_DP2}"
+    proc = subprocess.run(
+        argv, cwd=REPO, check=False, capture_output=True, text=True, timeout=900, env=env_with_tokens()
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    assert "preflight ok: recipes/tiny-llama/sft-2k-cpu-sp2.yaml" in proc.stdout
     assert "passkey: accuracy by context length (rows) and needle depth (columns)" in proc.stdout
-    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    doc = json.loads((out / "results.json").read_text())
     assert doc["sp"] == 2 and doc["world_size"] == 4 and len(doc["cells"]) == 3 * 3
-    assert (tmp_path / "out" / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert doc["overrides"] == ["--seed", "7", "--accelerate_config", SP2_DP2]
+    assert (out / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert secret_leaks(proc.stdout + proc.stderr, out) == []
     key = ("task", "length", "depth", "sample")
     got = sorted(doc["examples"], key=lambda r: [r[k] for k in key])
     expected = scores_at_sp1(checkpoint, (("passkey",), [256, 512, 1024], [0.0, 0.5, 1.0], 1, 0))
@@ -118,7 +127,7 @@ def test_eval_prepares_the_model_with_each_offload_deepspeed_json(zero, tmp_path
         "7",
     ]
     proc = run_offline(
-        [str(REPO / ".venv/bin/python"), "-m", "longctx.evaluation", str(tmp_path / "recipe.yaml"), *flags]
+        [str(REPO / ".venv/bin/python"), "-m", "longctx", "eval", str(tmp_path / "recipe.yaml"), *flags]
     )
     doc = json.loads((tmp_path / "o" / "results.json").read_text())
     assert len(doc["examples"]) == 2 and all(e["seconds"] > 0 for e in doc["examples"])
