@@ -24,18 +24,19 @@ from longctx.training.shutdown import exit_cleanly
 
 
 def load_model(recipe, sft, model_args, checkpoint: str | None):
-    """(model, tokenizer): the checkpoint when given, else the recipe's starting model (random: seeded)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """(model, tokenizer): the checkpoint when given, else the recipe's starting model, built as training builds
+    it (longctx/training/model_config.py: the recipe's config overrides, a LoRA adapter on its configured base).
+    A LoRA adapter is merged into its base, so the scored model runs the same code as a full checkpoint."""
+    from transformers import AutoTokenizer
 
-    from longctx.training.model_config import build_random_model
+    from longctx.training.model_config import recipe_model
 
-    source = checkpoint or model_args.model_name_or_path
     tok_source = checkpoint if checkpoint and os.path.isfile(os.path.join(checkpoint, "tokenizer.json")) else None
     tok = AutoTokenizer.from_pretrained(tok_source or model_args.model_name_or_path)
-    if checkpoint is None and recipe.model_init == "random":
-        return build_random_model(recipe, model_args, sft.seed, sft.trust_remote_code), tok
-    kwargs = {"attn_implementation": model_args.attn_implementation, "dtype": model_args.dtype}
-    return AutoModelForCausalLM.from_pretrained(source, trust_remote_code=sft.trust_remote_code, **kwargs), tok
+    model = recipe_model(recipe, model_args, sft, checkpoint)
+    if hasattr(model, "merge_and_unload"):  # a PeftModel
+        model = model.merge_and_unload()
+    return model, tok
 
 
 def prepare(model, sft):
@@ -135,7 +136,10 @@ def main(argv: list[str]) -> int:
         check_launch(recipe)
     except RecipeError as exc:
         exit_on_recipe_error(exc)
-    done = run(args, recipe, sft, model_args)
+    try:
+        done = run(args, recipe, sft, model_args)
+    except RecipeError as exc:
+        exit_on_recipe_error(exc)
     if done is not None:
         results, model_config = done
         topo = recipe_topology(recipe)
