@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from longctx.evaluation.cli import default_lengths, main
-from tests.helpers.secrets import env_with_tokens, make_argv, secret_leaks
+from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
 from tests.helpers.tiny_model import tiny_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
