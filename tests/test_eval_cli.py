@@ -71,7 +71,7 @@ def test_make_eval_at_sp2_dp2_with_an_odd_grid_scores_every_example_once_and_sho
     The run carries a fake Hub token in ARGS and HF_TOKEN (see tests/test_secrets.py): results.json records the
     overrides, and must not record the token."""
     checkpoint, out = tiny_checkpoint(tmp_path / "model"), tmp_path / "out"
-    flags = f"--lengths 256 512 1024 --depths 0 0.5 1 --samples 1 --tasks passkey --out {out}"
+    flags = f"--lengths 256 384 512 --depths 0 0.5 1 --samples 1 --tasks passkey --out {out}"
     argv = make_argv("eval", "RECIPE=tiny-2k", f"CHECKPOINT={checkpoint}", f"FLAGS={flags}")
     argv[-1] += f" --seed 7 --accelerate_config {SP2_DP2}"
     proc = subprocess.run(
@@ -87,7 +87,7 @@ def test_make_eval_at_sp2_dp2_with_an_odd_grid_scores_every_example_once_and_sho
     assert secret_leaks(proc.stdout + proc.stderr, out) == []
     key = ("task", "length", "depth", "sample")
     got = sorted(doc["examples"], key=lambda r: [r[k] for k in key])
-    expected = scores_at_sp1(checkpoint, (("passkey",), [256, 512, 1024], [0.0, 0.5, 1.0], 1, 0))
+    expected = scores_at_sp1(checkpoint, (("passkey",), [256, 384, 512], [0.0, 0.5, 1.0], 1, 0))
     assert [[r[k] for k in key] for r in got] == [[r[k] for k in key] for r in expected]  # each once, none extra
     for a, b in zip(got, expected, strict=True):
         assert a["exact"] == b["exact"] and a["logprob"] == pytest.approx(b["logprob"], rel=1e-5), a

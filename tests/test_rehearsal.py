@@ -89,3 +89,6 @@ def test_rehearsal(name, tmp_path):
         assert step in proc.stdout, step
     assert "changed from the real recipe" in proc.stdout
     assert secret_leaks(proc.stdout + proc.stderr, tmp_path / "work") == []
+    rope = (load_yaml_mapping(resolve_recipe(name)).get("model_config_overrides") or {}).get("rope_parameters")
+    if rope:  # loaded back as `make eval` loads it, with the rope saved beside the output (model_config.py)
+        assert f"rope {rope['rope_type']} as trained" in proc.stdout

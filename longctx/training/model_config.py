@@ -71,6 +71,8 @@ def build_random_model(recipe, model_args, seed: int, trust_remote_code: bool = 
 def load_pretrained(source: str, config, model_args, args, revision: str | None = None):
     """Weights from `source` under the effective `config`, through TRL's loader (as SFTTrainer loads a path).
     device_map None: accelerate / DeepSpeed place the model, as TRL sets it for every distributed run."""
+    import copy
+
     from trl.trainer.utils import create_model_from_path
 
     kwargs = {
@@ -79,8 +81,13 @@ def load_pretrained(source: str, config, model_args, args, revision: str | None 
         "attn_implementation": model_args.attn_implementation,
         "dtype": torch_dtype(model_args),
         "device_map": None,
-        **(args.model_init_kwargs or {}),
     }
+    config = copy.deepcopy(config)
+    for key, value in (args.model_init_kwargs or {}).items():  # config keys replace config keys, as without
+        if hasattr(config, key) and key not in kwargs:  # a `config` object from_pretrained would apply them
+            setattr(config, key, value)
+        else:
+            kwargs[key] = value
     return create_model_from_path(source, config=config, **kwargs)
 
 
