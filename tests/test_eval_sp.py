@@ -117,8 +117,9 @@ def test_retrieval_slice_at_sp2_dp2_with_an_odd_count_equals_sp1(tmp_path):
     """The slice (longctx/training/retrieval/callback.py) with 5 examples on 2 SP groups: one group runs 3
     forwards, the other 2 plus a padding repeat whose sums are dropped. Without the padding
     (longctx.training.retrieval.scoring.dp_share) the short group leaves while ZeRO-3 still gathers parameters on
-    the other (gloo aborts; NCCL, e.g. the 4x8 recipe with an odd `retrieval_eval_samples`, hangs). The logged
-    metrics equal the same slice at sp=1 in this process, without DeepSpeed."""
+    the other: measured on gloo, the launch hangs until the timeout below (on NCCL, e.g. the 4x8 recipe with an
+    odd `retrieval_eval_samples`, until NCCL's). The logged metrics equal the same slice at sp=1 in this process,
+    without DeepSpeed."""
     from types import SimpleNamespace
 
     import torch
@@ -129,7 +130,8 @@ def test_retrieval_slice_at_sp2_dp2_with_an_odd_count_equals_sp1(tmp_path):
     checkpoint, out = tiny_checkpoint(tmp_path / "model"), tmp_path / "slice.json"
     accel = "accelerate_configs/cpu-sp2-dp2-shard.yaml"
     argv = [str(checkpoint), str(out), "5", "--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"]
-    assert_ok(accelerate_launch(accel, "tests/helpers/retrieval_slice.py", [*argv, "--accelerate_config", accel]))
+    slice_argv = [*argv, "--accelerate_config", accel]
+    assert_ok(accelerate_launch(accel, "tests/helpers/retrieval_slice.py", slice_argv, timeout=480))  # hangs without
     got = json.loads(out.read_text())
     assert got["examples"] == 5 and got["world"] == 4
 
