@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from tests.helpers import OFFLINE
+from tests.helpers import OFFLINE, TORCH_EXTENSIONS_DIR
 
-os.environ.update(OFFLINE)
+os.environ.update(OFFLINE, TORCH_EXTENSIONS_DIR=TORCH_EXTENSIONS_DIR)
 
 PROCESS_MARKERS = ("subprocess", "distributed", "slow", "gpu")
 

@@ -8,15 +8,20 @@
   crashed worker), mid-run and without any cleanup.
 """
 
-import hashlib
-import json
-import os
-import runpy
-import signal
 import sys
 from pathlib import Path
 
-import trl
+# Run as a script, this folder is sys.path[0], where tests/helpers/secrets.py would shadow the standard library's
+# `secrets` that huggingface_hub imports; the repository root (PYTHONPATH) keeps `tests.helpers` importable.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import runpy  # noqa: E402
+import signal  # noqa: E402
+
+import trl  # noqa: E402
 
 original_training_step = trl.SFTTrainer.training_step
 
