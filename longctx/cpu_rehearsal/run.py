@@ -77,8 +77,8 @@ def check_optimizer(derived: Derived, out: str) -> None:
     every GPU node of the real run builds or loads), not a stand-in."""
     if not uses_cpu_adam(derived.deepspeed or {}):
         return
-    if "DeepSpeed Basic Optimizer = DeepSpeedCPUAdam" not in out:
-        raise StepFailed(f"train: the JSON offloads AdamW; DeepSpeed did not report DeepSpeedCPUAdam:\n{out[-2000:]}")
+    if "[optimizer] the parameters step with DeepSpeedCPUAdam" not in out:  # longctx/training/optimizer_report.py
+        raise StepFailed(f"train: the JSON offloads AdamW; the run did not step with DeepSpeedCPUAdam:\n{out[-2000:]}")
     where = os.environ.get("TORCH_EXTENSIONS_DIR", "torch's default ~/.cache/torch_extensions")
     print(f"[rehearsal] optimizer: DeepSpeed's CPU Adam (DeepSpeedCPUAdam), built or loaded from {where}")
 
