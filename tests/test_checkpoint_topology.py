@@ -77,9 +77,9 @@ def test_a_resume_that_changes_the_rows_per_step_is_refused_with_the_accumulatio
     what, fix = batch_mismatch(path, SP2, micro_batch=1, accumulation=1)
     assert "trained 2 rows per optimizer step" in what and "x dp 1" in what
     assert "`--gradient_accumulation_steps 2`" in fix
-    what, fix = batch_mismatch(with_batch(path, rows=3), SP2, micro_batch=2, accumulation=1)
-    assert "no accumulation keeps 3 rows per step at dp 1" not in fix and "--per_device_train_batch_size 1" in fix
-    assert "dp 2 divides" not in batch_fix(3, 1, 2) and "whose dp divides 3" in batch_fix(3, 1, 2)
+    _, fix = batch_mismatch(with_batch(path, rows=3), SP2, micro_batch=2, accumulation=1)  # 3 rows, micro-batch 2
+    assert "`--per_device_train_batch_size 1 --gradient_accumulation_steps 3`" in fix
+    assert "resume on a mesh whose dp divides 3" in batch_fix(3, 1, 2)  # 3 rows over dp 2: no accumulation does
 
 
 def test_a_checkpoint_without_the_batch_record_is_not_judged_by_it(tmp_path):
