@@ -115,7 +115,7 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         target="transformers.models.llama.modeling_llama.LlamaDecoderLayer.forward",
-        installed_by="longctx.training.alst:enable_activation_checkpoint_offload",
+        installed_by="longctx.training.checkpoint_offload:enable_activation_checkpoint_offload",
         why="`activation_checkpoint_offload`: each checkpointed decoder layer instance's forward runs under "
         "saved-tensor hooks that move its inputs to host memory; relies on GradientCheckpointingLayer "
         "checkpointing `forward` (not `__call__`) so the bound forward is the checkpoint wrapper",
@@ -125,6 +125,24 @@ PATCHES: tuple[Patch, ...] = (
             (
                 "transformers.modeling_layers.GradientCheckpointingLayer",
                 "4d3925c00d58b7716e79c36b26c2ff878bec6356c3a512193269b3c3542ec815",
+            ),
+        ),
+    ),
+    Patch(
+        target="trl.models.selective_activation_checkpointing._aten_attention_ops",
+        installed_by="longctx.training.varlen:save_in_selective_checkpointing",
+        why="TRL's selective checkpointing saves attention ops it knows (sdpa's aten ops, flash-attn by name); the "
+        "returned set gains torch's varlen op (`torch_attn::_varlen_attn`), which packed rows run on a GPU",
+        written_against="trl==1.16.0, torch==2.13.0",
+        source_sha256="0c6a2ec717ee5fef497849b72304e73f06d03cc0bf4fca2f87328a6268abe726",
+        relies_on=(
+            (
+                "trl.models.selective_activation_checkpointing.enable_selective_activation_checkpointing",
+                "6170c9d5d9aad63251f46207d0dd0b640746045b786c7aa53c2ef1f494e04bb0",
+            ),
+            (
+                "torch.nn.attention.varlen.varlen_attn",
+                "36722f83c5a8ca36f20ffd63b23896b455b83cce6c978ce5ffae5f37b6a5c8df",
             ),
         ),
     ),

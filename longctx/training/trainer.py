@@ -12,6 +12,7 @@ no method can reach (attention registries, module-level names) is installed once
 from trl import SFTTrainer
 
 from longctx.training.alst import apply_alst
+from longctx.training.document_layout import install_document_layout
 from longctx.training.isolation import keep_packed_positions, require_position_ids
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
@@ -42,7 +43,11 @@ class LongContextSFTTrainer(SFTTrainer):
         """Per model instance, after TRL applied PEFT and Liger and before DeepSpeed wraps the model in `train()`;
         other models in the process are untouched. One line per fix."""
         require_position_ids(self.model, self.recipe, self.args)  # a packed batch without them is an error
+        attention = getattr(self.model.config, "_attn_implementation", None)  # Ulysses renames it only in train()
+        install_document_layout(self.model, self.recipe, attention)  # documents' starts read once a forward
         apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
+        if getattr(self.model.gradient_checkpointing_enable, "_is_sac_wrapped", False):  # TRL's `selective: true`
+            self.accelerator.print("[checkpointing] selective: attention outputs kept, the rest recomputed")
 
     def add_run_callbacks(self) -> None:
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""
