@@ -353,6 +353,24 @@ OVERRIDES: tuple[Override, ...] = (
         written_against="transformers==5.23.0",
         source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
     ),
+    Override(
+        method="transformers.trainer.Trainer._save",
+        overridden_by=f"{TRAINER}._save",
+        why="also writes the effective model config (the recipe's overrides, e.g. its rope) beside a LoRA adapter, "
+        "which PEFT saves without one; relies on save_model calling _save for the output and every checkpoint",
+        written_against="transformers==5.23.0, peft==0.21.2",
+        source_sha256="b136889e8792837686efc159b5297c5cc60d68d75102d0b0c643c136c57223ce",
+        relies_on=(
+            (
+                "transformers.trainer.Trainer.save_model",
+                "705727ee10c8f24f7a768d9905db4c488931b05fcc42b5ee9e17333419a4797c",
+            ),
+            (
+                "peft.peft_model.PeftModel.save_pretrained",
+                "9f3bb891b8baed3d24c1aedbec9237c60ed65c36913baec4d6ca199d719b9a76",
+            ),
+        ),
+    ),
 )
 
 

@@ -16,6 +16,8 @@ from longctx.training.document_layout import install_document_layout
 from longctx.training.isolation import keep_packed_positions, require_position_ids
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
+from longctx.training.model_config import save_effective_config
+from longctx.training.optimizer_report import OptimizerReport
 from longctx.training.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.sp_eval import TokenLoss, label_tokens, report_token_mean, sp_eval_dataloader, sp_eval_loss
 from longctx.training.sp_loss import count_step_label_tokens, set_gradient_divisor, weights_by_step
@@ -54,6 +56,7 @@ class LongContextSFTTrainer(SFTTrainer):
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""
         attach_metrics(self, self.recipe)  # first in line, so every report_to logger receives the metrics
         self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # topology.json
+        self.add_callback(OptimizerReport(self))  # which optimizer really steps (DeepSpeed's CPU Adam?)
         if self.recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
             from longctx.training.retrieval.callback import RetrievalCallback
 
@@ -91,6 +94,16 @@ class LongContextSFTTrainer(SFTTrainer):
         if self.weights_sp_loss_by_step:
             count_step_label_tokens(self, batch_samples)
         return batch_samples, num_items_in_batch
+
+    # ---- saving
+
+    def _save(self, output_dir=None, state_dict=None):
+        """Also the effective model config beside a LoRA adapter, which PEFT saves without one (its folder would
+        reload the base with native rope: longctx/training/model_config.py). Called for the output and every
+        checkpoint, on the ranks that write."""
+        super()._save(output_dir, state_dict)
+        if self.args.should_save:
+            save_effective_config(self.accelerator.unwrap_model(self.model), output_dir or self.args.output_dir)
 
     # ---- evaluation: sharded like training, one token-weighted eval loss (longctx/training/sp_eval.py)
 
