@@ -37,12 +37,13 @@ from functools import cache
 
 from longctx.config.paths import ARCHITECTURES_DIR as ARCH
 from longctx.memory_plan.estimate import estimate, max_seq_len
+from longctx.memory_plan.gpus import torch_gib
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 QWEN_4B = "Qwen/Qwen3-4B"
 H100_GB, H200_GB = 80.0, 141.0
-GIB_PER_GB = 1e9 / 2**30
 TOLERANCE = 0.15
+GB, GIB = 1e9, 2**30  # a published peak in GB (the blog's `torch.cuda.max_memory_allocated() / 1e9`)
 ALST = {"offload_optimizer": True, "offload_params": False, "grad_ckpt": True, "comm_fp32": False}
 AT_H200 = {**ALST, "offload_params": True}
 HF_BLOG = {"offload_optimizer": False, "offload_params": False, "grad_ckpt": True, "head": "hf"}
@@ -114,11 +115,11 @@ def arch_config(model: str) -> dict:
 
 def ratio(point: Point) -> float:
     """Plan over published: the solved max length, or the planned peak; for an OOM point, plan over GPU."""
-    config, gpu_gib = arch_config(point.model), point.gpu_gb * GIB_PER_GB
+    config, gpu_gib = arch_config(point.model), torch_gib(point.gpu_gb)
     if point.max_length is not None:
         return max_seq_len(config, gpu_gib, sp=point.sp, step=256, **point.kwargs()) / point.max_length
     planned = estimate(config, seq_len=point.seq_len, sp=point.sp, **point.kwargs()).total_gib
-    return planned / (point.peak_gb * GIB_PER_GB if point.peak_gb else gpu_gib)
+    return planned / (point.peak_gb * GB / GIB if point.peak_gb else gpu_gib)
 
 
 def within(point: Point, tolerance: float = TOLERANCE) -> bool:
@@ -131,7 +132,7 @@ def plan_over_gpu(point: Point) -> float:
     """The plan's total at the published length, over the GPU: above 1 the plan would refuse that run."""
     config = arch_config(point.model)
     total = estimate(config, seq_len=point.max_length, sp=point.sp, **point.kwargs()).total_gib
-    return total / (point.gpu_gb * GIB_PER_GB)
+    return total / torch_gib(point.gpu_gb)
 
 
 @cache
