@@ -12,13 +12,14 @@ from longctx.preflight.checks import (
     deepspeed,
     files,
     heads,
+    host_fit,
     memory_fit,
     positions,
     trl_limits,
     world,
 )
 
-CHECKS = (files, heads, world, attention, positions, deepspeed, trl_limits, memory_fit)
+CHECKS = (files, heads, world, attention, positions, deepspeed, trl_limits, memory_fit, host_fit)
 
 
 def run_checks(launch) -> list[Problem]:
