@@ -32,7 +32,7 @@ def deepspeed_host_tensors() -> dict:
     """One engine, stepped once, with sub-groups of 20,000 elements (5 of them): what DeepSpeed put on the host."""
     out = subprocess.run(
         [sys.executable, "-m", "tests.helpers.host_tensors", "20000"],
-        cwd=REPO, env=offline_env(), capture_output=True, text=True, timeout=600,
+        check=False, cwd=REPO, env=offline_env(), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -48,7 +48,8 @@ def test_host_terms_are_what_deepspeed_allocates(deepspeed_host_tensors):
         sub_group_size=20000,
     )  # fmt: skip
     for term in ("master_weights", "fp32_gradients", "optimizer_states", "bf16_gradients"):
-        assert planned[term] == pytest.approx(real[term]), f"{term}: planned {planned[term]}, DeepSpeed holds {real[term]}"
+        held = real[term]
+        assert planned[term] == pytest.approx(held), f"{term}: planned {planned[term]}, DeepSpeed holds {held}"
     assert real["bf16_gradients_device"] == "cpu"  # the offload device, not the accelerator's
 
 
