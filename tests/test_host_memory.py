@@ -24,8 +24,8 @@ from tests.helpers import REPO, offline_env
 OFFLOAD_1GPU = "llama3.1-8b/sft-32k-1gpu-offload"
 ONE_GPU = ["--num-gpus", "1", "--gpu-memory-gb", "80"]
 # tests/helpers/host_tensors.py's model
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
-TINY["vocab_size"] = 256
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "vocab_size": 256}
+TINY |= {"num_attention_heads": 4, "num_key_value_heads": 2}
 
 
 @pytest.fixture(scope="module")
