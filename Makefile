@@ -79,6 +79,10 @@ install-node:
 	@$(NODE_PYTHON) -c "import torch; print('keeping the node torch', torch.__version__)" || \
 	  { echo "error: $(NODE_PYTHON) has no torch: install-node keeps the node's own torch (make install brings one)"; exit 1; }
 	test -x $(NODE_VENV)/bin/python || $(NODE_PYTHON) -m venv --system-site-packages $(NODE_VENV)
+	@# --system-site-packages reaches the base interpreter's site only; the node's torch may sit in a venv of its
+	@# own (the H200 image: /opt/torch/.venv), so its site-packages go on the path after the new venv's own.
+	$(NODE_PYTHON) -c "import site; print('\n'.join(site.getsitepackages()))" > \
+	  "$$($(NODE_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/node-site.pth"
 	$(NODE_VENV)/bin/python -m pip install -q $(if $(wildcard $(WHEELS)),--no-index --find-links $(WHEELS)) "setuptools>=68"
 	$(NODE_VENV)/bin/python -m pip install -q --no-build-isolation $(if $(wildcard $(WHEELS)),--no-index --find-links $(WHEELS)) -e .
 	$(NODE_VENV)/bin/python -c "import torch, longctx; print('longctx on torch', torch.__version__)"

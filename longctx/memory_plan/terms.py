@@ -16,19 +16,22 @@ HIDDEN_COPIES = 12.5  # s x h: residuals, both RMSNorms' fp32 upcasts (2 units e
 MLP_COPIES = 6  # s x I: gate, up, silu(gate), their product, and the gradients in flight
 ATTENTION_COPIES = 1  # per unit of (2 H + 2 KV) x d: what grows with the K/V width (k, v, their rotations/grads)
 # What DeepSpeed's Ulysses all-to-all adds at the attention module's peak under SP, per unit of the full-sequence
-# attention width: its contiguous copies before and after each exchange, mostly freed before the kernel's backward.
-# Measured on CPU over gloo at sp=2 and sp=4 against sp=1 with the same per-rank tensors (0.37 and 0.36;
-# tests/test_memory_terms.py::test_all_to_all_copies). It was 3, fitted at sp=8, which made the term vanish at sp=1.
-ALL_TO_ALL_COPIES = 0.4
+# attention width (q, k, v and out at H / sp heads): its contiguous copies before and after each exchange. Measured
+# on CPU over gloo with DeepSpeed's own UlyssesSPAttentionHF around sdpa, against sdpa alone on the tensors the
+# exchange hands it (tests/test_memory_terms.py::test_all_to_all_copies: 1.0 at sp=2 and at sp=4). None at sp=1,
+# where there is no exchange. It was 3, fitted at sp=8, where it also absorbed the GPU-side gradient partition.
+ALL_TO_ALL_COPIES = 1.0
 # FlashAttention 2 on a GPU keeps more than sdpa on CPU: its backward accumulates dq in fp32 and, with GQA,
 # computes dk/dv for every query head before summing them. CUDA only: set from the calibration points.
 FLASH_ATTENTION_COPIES = 2.0
 TAIL_COPIES = 4.5  # s x h, not checkpointed: the final RMSNorm's saved fp32 tensors and the head's input copy
 # With Liger's layer kernels (RMSNorm, SwiGLU, RoPE: what `use_liger_kernel` still applies under TRL 1.16) the
 # norms keep no fp32 copies and SwiGLU recomputes silu in backward. Liger allocates every buffer in Python and its
-# Triton kernels only fill them, so the bytes are measured on CPU with the launches made no-ops
-# (tests/test_memory_terms.py::test_liger_layer_working_set: 6.0-6.2 / 4.06 / 1.55-1.6). They were fitted to
-# {2, 2, 2.5}, which absorbed a bf16 gradient partition the plan wrongly kept on the GPU under optimizer offload.
+# Triton kernels only fill them, so the bytes are measured on CPU with the launches made no-ops:
+# hidden 6.2 and mlp 4.1 (tests/test_memory_terms.py::test_liger_layer_working_set holds one layer within 5% at
+# five shapes, h and I varied apart). The tail, 1.6, is the same measurement of the checkpointed forward at
+# h=128 (1.55); at h=64 fixed allocations blur it, so no test holds it. They were fitted to {2, 2, 2.5}, which
+# absorbed a bf16 gradient partition the plan wrongly kept on the GPU under optimizer offload.
 LIGER_COPIES = {"hidden": 6.2, "mlp": 4.1, "tail": 1.6}
 HF_COPIES = {"hidden": HIDDEN_COPIES, "mlp": MLP_COPIES, "tail": TAIL_COPIES}
 HF_LOGIT_BYTES = 12  # per token and vocabulary entry: bf16 logits and fp32 upcast, log-softmax, gradient
