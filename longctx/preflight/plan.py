@@ -90,7 +90,7 @@ def plan_lines(launch) -> list[str]:
     data = plan_dict(launch)
     if data is None:
         return lines + ["memory: unavailable (no model config or no max_length)"]
-    on = [k for k, v in data["options"].items() if v is True]
+    on = [k for k, v in data["options"].items() if v is True and k != "pin_memory"]
     lines += [f"memory per rank (GiB), {launch.facts.source}, features on: {', '.join(on) or 'none'}"]
     lines += [f"  {name:<16} {value:8.2f}" for name, value in data["components_gib"].items()]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU"]
