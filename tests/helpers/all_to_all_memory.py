@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import deepspeed
+import deepspeed.comm.torch
 import torch
 import torch.distributed as dist
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
@@ -42,6 +43,9 @@ def leaf(*shape):
 
 
 def main(rank: int, sp: int, port: int, out: Path) -> None:
+    # DeepSpeed's CPU shared-memory all-reduce is a C++ op JIT-built on first use (a minute of compiling), used by
+    # none of what is measured here: gloo alone.
+    deepspeed.comm.torch.build_shm_op = lambda: None
     deepspeed.init_distributed(
         "gloo",
         auto_mpi_discovery=False,

@@ -12,6 +12,7 @@ import os
 import sys
 
 import deepspeed
+import deepspeed.comm.torch
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -25,6 +26,9 @@ def nbytes(tensors) -> int:
 def main() -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29571"))
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    # DeepSpeed's CPU shared-memory all-reduce is a C++ op JIT-built on first use (a minute of compiling), used by
+    # none of what is measured here: gloo alone.
+    deepspeed.comm.torch.build_shm_op = lambda: None
     deepspeed.init_distributed(dist_backend="gloo")
     cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=256, use_cache=False)  # fmt: skip
