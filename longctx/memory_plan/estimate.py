@@ -39,6 +39,7 @@ class MemoryPlan:
     comm_buffers: float
     fragmentation: float
     host_per_node: float
+    saved_attention: float = 0.0  # selective checkpointing's kept attention outputs (terms.saved_attention)
     host_rows: tuple[tuple[str, float], ...] = ()  # host terms per node (GiB), longctx/memory_plan/host.py
 
     @property
@@ -46,11 +47,12 @@ class MemoryPlan:
         return sum(value for _, value in self.rows())
 
     def rows(self) -> list[tuple[str, float]]:
-        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted."""
+        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted;
+        `saved_attention` only where selective checkpointing is on."""
         layer = self.attention + self.mlp + self.hidden_states
         out = []
         for f in fields(self):
-            if f.name.startswith("host_"):
+            if f.name.startswith("host_") or (f.name == "saved_attention" and not self.saved_attention):
                 continue
             value = getattr(self, f.name)
             if f.name in ("attention", "mlp", "hidden_states") and self.lm_head > layer:
@@ -87,6 +89,7 @@ def estimate(
     gpus_per_node: int | None = None,
     pin_memory: bool = True,
     sub_group_size: float = DEFAULT_SUB_GROUP,
+    selective_ckpt: bool = False,
 ) -> MemoryPlan:
     """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
 
@@ -95,6 +98,7 @@ def estimate(
     `attention`: `flash` (FlashAttention / a varlen kernel on a GPU) or `sdpa` (the CPU-measured constants).
     `packed_mask`: whether transformers' [B, 1, s, s] packed mask is built (stock sdpa on packed rows).
     `pin_memory`, `sub_group_size`: DeepSpeed's offload settings, for the host terms (longctx/memory_plan/host.py).
+    `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
@@ -116,8 +120,9 @@ def estimate(
         "packed_mask": terms.packed_mask(s, micro_batch, packed_mask),
         "comm_buffers": terms.comm_buffers(reduce_bucket, sp, comm_fp32),
     }
+    kept = terms.saved_attention(arch, s, selective_ckpt and grad_ckpt)
     working = max(sum(layer), parts["lm_head"])
-    transient = parts["checkpoints"] + working + parts["packed_mask"] + parts["comm_buffers"]
+    transient = parts["checkpoints"] + kept + working + parts["packed_mask"] + parts["comm_buffers"]
     per_node = gpus_per_node or num_gpus
     host = host_terms(
         arch, s, num_gpus, offload_optimizer=offload_optimizer, offload_params=offload_params,
@@ -130,6 +135,7 @@ def estimate(
         **gib,
         fragmentation=transient * FRAGMENTATION / GIB,
         host_per_node=sum(value for _, value in host_rows),
+        saved_attention=kept / GIB,
         host_rows=host_rows,
     )
 
