@@ -18,8 +18,9 @@ ATTENTION_COPIES = 1  # per unit of (2 H + 2 KV) x d: what grows with the K/V wi
 # What DeepSpeed's Ulysses all-to-all adds at the attention module's peak under SP, per unit of the full-sequence
 # attention width (q, k, v and out at H / sp heads): its contiguous copies before and after each exchange. Measured
 # on CPU over gloo with DeepSpeed's own UlyssesSPAttentionHF around sdpa, against sdpa alone on the tensors the
-# exchange hands it (tests/test_memory_terms.py::test_all_to_all_copies: 1.0 at sp=2 and at sp=4). None at sp=1,
-# where there is no exchange. It was 3, fitted at sp=8, where it also absorbed the GPU-side gradient partition.
+# exchange hands it (tests/test_memory_terms.py::test_all_to_all_copies: 1.0 at sp=2; 1.02 and 1.19 in two runs
+# at sp=4). None at sp=1, where there is no exchange. It was 3, fitted at sp=8, where it also absorbed the GPU-side
+# gradient partition.
 ALL_TO_ALL_COPIES = 1.0
 # FlashAttention 2 on a GPU keeps more than sdpa on CPU: its backward accumulates dq in fp32 and, with GQA,
 # computes dk/dv for every query head before summing them. CUDA only: set from the calibration points.
