@@ -7,13 +7,13 @@ difference in peak bytes (longctx/memory_plan/measure.py), over S x 2 bytes x th
 plan's ALL_TO_ALL_COPIES. Rank 0 writes OUT_DIR/sp{SP}.json.
 """
 
+import importlib
 import json
 import sys
 from datetime import timedelta
 from pathlib import Path
 
 import deepspeed
-import deepspeed.comm.torch
 import torch
 import torch.distributed as dist
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
@@ -45,7 +45,7 @@ def leaf(*shape):
 def main(rank: int, sp: int, port: int, out: Path) -> None:
     # DeepSpeed's CPU shared-memory all-reduce is a C++ op JIT-built on first use (a minute of compiling), used by
     # none of what is measured here: gloo alone.
-    deepspeed.comm.torch.build_shm_op = lambda: None
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None  # `deepspeed.comm.torch` is torch
     deepspeed.init_distributed(
         "gloo",
         auto_mpi_discovery=False,

@@ -7,12 +7,12 @@ DeepSpeed allocates rather than to a restated formula. torch's AdamW stands in f
 op would have to compile): both keep exp_avg and exp_avg_sq in fp32 beside each fp32 partition.
 """
 
+import importlib
 import json
 import os
 import sys
 
 import deepspeed
-import deepspeed.comm.torch
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -28,7 +28,7 @@ def main() -> None:
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
     # DeepSpeed's CPU shared-memory all-reduce is a C++ op JIT-built on first use (a minute of compiling), used by
     # none of what is measured here: gloo alone.
-    deepspeed.comm.torch.build_shm_op = lambda: None
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None  # `deepspeed.comm.torch` is torch
     deepspeed.init_distributed(dist_backend="gloo")
     cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=256, use_cache=False)  # fmt: skip
