@@ -15,11 +15,12 @@ from longctx.preflight.checks import (
     host_fit,
     memory_fit,
     positions,
+    toolchain,
     trl_limits,
     world,
 )
 
-CHECKS = (files, heads, world, attention, positions, deepspeed, trl_limits, memory_fit, host_fit)
+CHECKS = (files, heads, world, attention, positions, deepspeed, toolchain, trl_limits, memory_fit, host_fit)
 
 
 def run_checks(launch) -> list[Problem]:
