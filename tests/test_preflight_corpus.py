@@ -155,7 +155,7 @@ CASES = [
         "ds-stage-1-gpu",
         "gpu",
         {"ds": {"zero_optimization": {"stage": 1}}},
-        GPU8,
+        [*GPU8, "--host-memory-gb", "512"],
         "zero_optimization.stage",
         "stage: 3",
     ),

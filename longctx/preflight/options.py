@@ -78,3 +78,13 @@ def gpu_gib(launch) -> float | None:
     if machine.gpu_memory_gib:
         return machine.gpu_memory_gib
     return torch_gib(machine.gpu_memory_gb) if machine.gpu_memory_gb else None
+
+
+def zero_refused(launch) -> bool:
+    """Whether this launch's DeepSpeed JSON is one the rules refuse (longctx/config/rules/zero.py): nothing is
+    planned for it (the plan models ZeRO 2 and 3 only), the rule's error says what to change."""
+    from longctx.config.rules.zero import unsupported
+
+    return (
+        isinstance(launch.ds, dict) and launch.topo is not None and bool(unsupported(launch.ds, launch.topo.sp_size))
+    )

@@ -9,7 +9,7 @@ allocates them, with no fitted constant, so the refusal line is the RAM itself (
 
 from longctx.config.problems import Problem, error, warning
 from longctx.memory_plan.estimate import estimate
-from longctx.preflight.options import plan_options
+from longctx.preflight.options import plan_options, zero_refused
 
 TIGHT = 0.90  # above this share of the RAM, the OS, the page cache and data loading can tip it over
 
@@ -17,6 +17,8 @@ TIGHT = 0.90  # above this share of the RAM, the OS, the page cache and data loa
 def check(launch) -> list[Problem]:
     ram = launch.machine.host_memory_gib
     if launch.facts is None or launch.topo is None or not ram or launch.sft.use_cpu or not launch.sft.max_length:
+        return []
+    if zero_refused(launch):  # refused by the ZeRO rule, not planned
         return []
     options = plan_options(launch)
     plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=launch.topo.sp_size, **options)
