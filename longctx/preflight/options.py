@@ -85,6 +85,5 @@ def zero_refused(launch) -> bool:
     planned for it (the plan models ZeRO 2 and 3 only), the rule's error says what to change."""
     from longctx.config.rules.zero import unsupported
 
-    return (
-        isinstance(launch.ds, dict) and launch.topo is not None and bool(unsupported(launch.ds, launch.topo.sp_size))
-    )
+    ds, topo = getattr(launch, "ds", None), getattr(launch, "topo", None)
+    return isinstance(ds, dict) and topo is not None and bool(unsupported(ds, topo.sp_size))
