@@ -31,6 +31,7 @@ from longctx.training.alst import apply_alst
 from longctx.training.credentials import move_hub_token_to_env
 from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
 from longctx.training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
+from longctx.training.linear_attention_sp import enable_linear_attention_sp
 from longctx.training.metrics import attach_metrics
 from longctx.training.model_config import build_config, build_random_model, overrides_of
 from longctx.training.prepared_data import load_prepared, load_prepared_eval
@@ -205,6 +206,7 @@ def main(recipe, training_args, model_args):
             )
         )
     apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
+    enable_linear_attention_sp(trainer, recipe, topo.sp_size)  # Gated DeltaNet: heads across SP, per-document restarts
     attach_metrics(trainer, recipe)  # first in line, so every report_to logger receives the metrics
     install_gloo_all_to_all(topo.sp_size)  # sp x dp over gloo: torch's all-to-all breaks in SP subgroups
     install_token_weighted_sp_loss(trainer)  # SP loss weighted over all micro-batches and dp ranks of a step

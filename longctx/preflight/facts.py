@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from longctx.config.linear_layers import text_config
 from longctx.config.paths import ARCHITECTURES_DIR as ARCHITECTURES
 from longctx.config.paths import REPO_ROOT
 
@@ -70,7 +71,7 @@ def recipe_facts(model_name: str, model_init_kwargs: dict | None, overrides: dic
     path = find_model_config(model_name)
     if path is None:
         return None
-    config = json.loads(path.read_text())
+    config = text_config(json.loads(path.read_text()))  # a multimodal checkpoint's language model (Qwen3.5)
     theta = rope_dict(config).get("rope_theta", config.get("rope_theta"))
     native, native_rope = int(config.get("max_position_embeddings") or 0), dict(rope_dict(config))
     config.update(overrides or {})

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from longctx.training.isolation import document_spans
+from longctx.training.varlen import cu_seqlens
 
 
 def document_index(position_ids: torch.Tensor) -> torch.Tensor:
@@ -75,11 +76,11 @@ def uses_fla(query: torch.Tensor) -> bool:
     return query.is_cuda and query.dtype in (torch.bfloat16, torch.float16) and fla_kernel() is not None
 
 
-def gated_delta_rule(reference, q, k, v, g, beta, spans: list[list[tuple[int, int]]]) -> torch.Tensor:
+def gated_delta_rule(reference, q, k, v, g, beta, position_ids: torch.Tensor, spans) -> torch.Tensor:
     """Outputs [B, S, Hv, dv] of the recurrence restarted at every document (q, k [B, S, Hk, dk], g, beta
-    [B, S, Hv]); the query/key heads are l2-normalised inside, as the model's own call asks."""
+    [B, S, Hv]; `spans` = row_spans(position_ids)); q and k are l2-normalised inside, as the model's call asks."""
     if uses_fla(q):
-        return _fla_varlen(fla_kernel(), q, k, v, g, beta, spans)
+        return _fla_varlen(fla_kernel(), q, k, v, g, beta, position_ids)
     return _by_document(reference, q, k, v, g, beta, spans)
 
 
@@ -100,16 +101,16 @@ def _by_document(reference, q, k, v, g, beta, spans) -> torch.Tensor:
     return torch.cat(rows)
 
 
-def _fla_varlen(kernel, q, k, v, g, beta, spans) -> torch.Tensor:
+def _fla_varlen(kernel, q, k, v, g, beta, position_ids) -> torch.Tensor:
     """One flash-linear-attention call over every document of every row (its documented varlen form: batch 1,
-    `cu_seqlens` the documents' boundaries). Query/key heads are repeated to the value heads first, which
-    every version of the kernel accepts (grouped value heads are newer)."""
+    `cu_seqlens` the documents' offsets in the flattened rows, as for the varlen softmax kernel). Query/key heads
+    are repeated to the value heads first, which every version of the kernel accepts (grouped value heads are
+    newer). Untested here: this path needs CUDA and the `gpu` extra."""
     batch, length = q.shape[:2]
     ratio = v.shape[2] // q.shape[2]
     if ratio > 1:
         q, k = q.repeat_interleave(ratio, dim=2), k.repeat_interleave(ratio, dim=2)
-    bounds = [row * length + start for row, docs in enumerate(spans) for start, _ in docs] + [batch * length]
-    cu_seqlens = torch.tensor(bounds, dtype=torch.long, device=q.device)
+    offsets = cu_seqlens(position_ids)[0].long()
     flat = [t.reshape(1, batch * length, *t.shape[2:]) for t in (q, k, v, g, beta)]
-    out, _ = kernel(*flat[:3], g=flat[3], beta=flat[4], cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=True)
+    out, _ = kernel(*flat[:3], g=flat[3], beta=flat[4], cu_seqlens=offsets, use_qk_l2norm_in_kernel=True)
     return out.reshape(batch, length, *out.shape[2:])

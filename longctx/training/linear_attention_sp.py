@@ -45,6 +45,7 @@ class DocumentLayout:
     def __init__(self) -> None:
         self.enabled = True  # False: upstream forward (the negative control of tests and the probe)
         self.group, self.rank, self.size = None, 0, 1
+        self.position_ids: torch.Tensor | None = None  # [B, S] of the whole rows
         self.doc: torch.Tensor | None = None  # [B, S] document index of each token
         self.spans: list[list[tuple[int, int]]] | None = None
 
@@ -62,6 +63,7 @@ class DocumentLayout:
             parts = [torch.empty_like(position_ids) for _ in range(self.size)]
             dist.all_gather(parts, position_ids.contiguous(), group=group)
             position_ids = torch.cat(parts, dim=1)
+        self.position_ids = position_ids
         self.doc = kernels.document_index(position_ids)
         self.spans = kernels.row_spans(position_ids)
 
@@ -169,7 +171,9 @@ class SequenceParallelGatedDeltaNet:
         q, k = (t.reshape(batch, length, shard.k_heads, shard.dk) for t in (q, k))
         v = v.reshape(batch, length, shard.v_heads, shard.dv)
         g = -shard.heads(self.A_log).float().exp() * nn.functional.softplus(a.float() + shard.heads(self.dt_bias))
-        core = kernels.gated_delta_rule(self.reference_kernel, q, k, v, g, b.sigmoid(), layout.spans)
+        core = kernels.gated_delta_rule(
+            self.reference_kernel, q, k, v, g, b.sigmoid(), layout.position_ids, layout.spans
+        )
         core = shard.to_sequence(core.to(hidden_states.dtype), layout.group)
         core = self.norm(core.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
         return self.out_proj(core.reshape(batch, local, -1))
@@ -281,3 +285,17 @@ def install_linear_attention_sp(model, sp: int, where: str, name: str) -> str:
         f"[linear-attention] {converted} Gated DeltaNet layers: heads split across sp={sp} by all-to-all, "
         f"recurrence and convolution restarted at every packed document ({kernel})"
     )
+
+
+def enable_linear_attention_sp(trainer, recipe, sp: int) -> None:
+    """The entrypoint's one call: install on the trainer's model, print what was done, a refusal as a RecipeError."""
+    from longctx.config.recipe import RecipeError
+
+    model = trainer.model
+    name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+    try:
+        line = install_linear_attention_sp(model, sp, recipe.accelerate_config, name)
+    except ValueError as exc:
+        raise RecipeError(recipe.config_source, [str(exc)]) from None
+    if line:
+        trainer.accelerator.print(line)

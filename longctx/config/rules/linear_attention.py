@@ -8,6 +8,7 @@ head shards around the convolution and the recurrence); every other layer type w
 refused under sp > 1, by name, before anything is built. Pure data and rules: nothing here imports torch.
 """
 
+from longctx.config.linear_layers import recurrent_layer_types, text_config
 from longctx.config.problems import Problem, error
 
 # The text config's model_type -> the upstream layer class that longctx/training/linear_attention_sp.py makes
@@ -19,17 +20,6 @@ SEQUENCE_PARALLEL_LINEAR_ATTENTION = {
     "qwen3_next": "transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet",
 }
 SP_KEY = "parallelism_config.parallelism_config_sp_size"
-
-
-def text_config(config: dict) -> dict:
-    """The language model's config: `text_config` of a multimodal checkpoint, else the config itself."""
-    inner = config.get("text_config")
-    return inner if isinstance(inner, dict) else config
-
-
-def recurrent_layer_types(config: dict) -> list[str]:
-    """The model's layer types that carry a state along the sequence (accelerate's rule: `linear_attention`)."""
-    return sorted({t for t in text_config(config).get("layer_types") or [] if "linear_attention" in t})
 
 
 def is_sequence_parallel(config: dict) -> bool:

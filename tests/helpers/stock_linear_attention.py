@@ -1,0 +1,27 @@
+"""The entrypoint with the Gated DeltaNet fix switched off, for the negative control of tests/test_qwen35_parity.py.
+
+The layers are converted (which lifts accelerate's refusal of linear attention under Ulysses) and then switched
+to transformers' own forward: what a run would compute if the refusal were simply bypassed. Under SP each rank
+then runs the convolution and the recurrence over its own shard, restarting both at the shard's start. The
+parity gate must tell this run from sp=1.
+"""
+
+import runpy
+import sys
+from pathlib import Path
+
+from longctx.training import linear_attention_sp
+
+upstream_enable = linear_attention_sp.enable_linear_attention_sp
+
+
+def enable_then_switch_off(trainer, recipe, sp: int) -> None:
+    upstream_enable(trainer, recipe, sp)
+    linear_attention_sp.set_linear_attention_sp_enabled(trainer.model, False)
+    trainer.accelerator.print("[linear-attention] switched OFF: transformers' own Gated DeltaNet forward (stock)")
+
+
+linear_attention_sp.enable_linear_attention_sp = enable_then_switch_off
+entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+sys.argv = [str(entrypoint), *sys.argv[1:]]
+runpy.run_path(str(entrypoint), run_name="__main__")
