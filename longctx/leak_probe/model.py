@@ -18,9 +18,10 @@ HEAD_DIM, LAYERS, VOCAB, FFN = 8, 2, 256, 64
 
 
 def recipe_model(recipe: str) -> tuple[str, str]:
-    """(model_name_or_path, attn_implementation) of a recipe name or path."""
+    """(the architecture: `model_config_source` if set, else model_name_or_path; attn_implementation) of a recipe."""
     data = load_yaml_mapping(resolve_recipe(recipe))
-    return data["model_name_or_path"], data.get("attn_implementation") or "sdpa"
+    model = data.get("model_config_source") or data["model_name_or_path"]
+    return model, data.get("attn_implementation") or "sdpa"
 
 
 def load_architecture(model_name_or_path: str):
@@ -34,7 +35,13 @@ def load_architecture(model_name_or_path: str):
 
 
 def tiny_config(config):
-    """A copy with the same heads, KV heads, rope and layer pattern, and tiny widths."""
+    """A copy with the same heads, KV heads, rope and layer pattern, and tiny widths.
+
+    Of a multimodal checkpoint (Qwen3.5) the language model; of a hybrid one enough layers to hold every layer
+    type (Qwen3.5: three Gated DeltaNet layers and the softmax one), with the same linear-attention head counts
+    (the SP all-to-all splits those too) at HEAD_DIM.
+    """
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
     data = config.to_dict()
     heads = data["num_attention_heads"]
     data.update(
@@ -50,7 +57,11 @@ def tiny_config(config):
         pad_token_id=None,
     )
     if data.get("layer_types"):
-        data["layer_types"] = data["layer_types"][:LAYERS]
+        kinds = data["layer_types"]
+        layers = max(LAYERS, min(len(kinds), max(kinds.index(k) for k in set(kinds)) + 1))  # every type once
+        data.update(layer_types=kinds[:layers], num_hidden_layers=layers)
+    if data.get("linear_num_key_heads"):
+        data.update(linear_key_head_dim=HEAD_DIM, linear_value_head_dim=HEAD_DIM)
     return type(config).from_dict(data)
 
 

@@ -279,6 +279,8 @@ def install_linear_attention_sp(model, sp: int, where: str, name: str) -> str:
     if not recurrent_layer_types(config_dict):
         return ""
     converted = convert_layers(model)
+    if not converted:  # a recurrent type this repository does not convert, at sp=1: upstream runs it
+        return ""
     lift_accelerate_refusal()
     kernel = "flash-linear-attention (cu_seqlens) on CUDA in bf16/fp16, else the torch reference per document"
     return (
