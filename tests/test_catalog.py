@@ -30,6 +30,8 @@ CATALOG = {
     "qwen3-8b/sft-128k-sp4",
     "qwen3-32b/sft-256k-2x8-sp8-dp2",
     "llama3.1-70b/sft-128k-2x8-sp8-dp2",
+    "qwen3.5-27b/sft-256k-sp8",
+    "qwen3.5-27b/lora-256k-sp8",
 }
 
 
@@ -61,16 +63,22 @@ def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     monkeypatch.chdir(REPO)
     recipe, sft, model = parsed(path)
     topo = recipe_topology(recipe)
-    config = architecture(recipe, model)
+    config = architecture(recipe, model).get_text_config()  # of a multimodal checkpoint, the language model
     assert config.num_attention_heads % topo.sp_size == 0, "query heads must split evenly over sp"
+    linear = getattr(config, "linear_num_key_heads", None)  # Gated DeltaNet layers split by their own key heads
+    assert linear is None or linear % topo.sp_size == 0, "linear-attention key heads must split evenly over sp"
     kv = config.num_key_value_heads
     assert kv % topo.sp_size == 0 or topo.sp_size % kv == 0, "KV heads must divide sp or sp divide them"
     assert config.max_position_embeddings >= sft.max_length, "train past the positions only with rope scaling"
     assert topo.processes_per_machine % topo.sp_size == 0, "an SP group must not span two nodes"
     assert sft.bf16 and not sft.use_cpu and model.attn_implementation == "sdpa"
     # TRL 1.16 always runs its own fused LM head (full logits never exist, Liger's fused CE is forced off), so
-    # Liger is here for its layer kernels; what would break is a recipe that asks for Liger's fused CE back.
-    assert sft.use_liger_kernel, "Liger's RMSNorm/SwiGLU/RoPE kernels: the memory plan assumes them on GPUs"
+    # Liger is here for its layer kernels, where liger-kernel has them for the model (0.8.5: none for Qwen3.5);
+    # what would break is a recipe that asks for Liger's fused CE back.
+    from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
+
+    has_kernels = config.model_type in MODEL_TYPE_TO_APPLY_LIGER_FN
+    assert sft.use_liger_kernel == has_kernels, "Liger's RMSNorm/SwiGLU/RoPE kernels wherever they exist"
     assert not (sft.liger_kernel_config or {}).get("fused_linear_cross_entropy"), "TRL 1.16 refuses Liger's fused CE"
 
 

@@ -50,12 +50,15 @@ class LinearAttention:
         """q, k and v channels: what the projection feeds the depthwise convolution."""
         return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
 
-    def token_mixer_params(self, hidden: int) -> int:
-        """in_proj_qkv, in_proj_z, in_proj_b/a, the depthwise convolution, A_log and dt_bias, the gated norm,
-        out_proj (transformers' Qwen3_5GatedDeltaNet)."""
+    def projection_weights(self, hidden: int) -> int:
+        """The token mixer's matmul weights: in_proj_qkv, in_proj_z, in_proj_b/a, out_proj."""
         values = self.value_heads * self.value_dim
-        projections = hidden * (self.conv_channels + values + 2 * self.value_heads) + values * hidden
-        return projections + self.conv_channels * self.conv_kernel + 2 * self.value_heads + self.value_dim
+        return hidden * (self.conv_channels + values + 2 * self.value_heads) + values * hidden
+
+    def token_mixer_params(self, hidden: int) -> int:
+        """The projections, the depthwise convolution, A_log and dt_bias, the gated norm (Qwen3_5GatedDeltaNet)."""
+        conv = self.conv_channels * self.conv_kernel
+        return self.projection_weights(hidden) + conv + 2 * self.value_heads + self.value_dim
 
     def lora_params(self, rank: int, hidden: int) -> int:
         """Adapters of rank r on the token mixer's five linear layers (`all-linear`)."""

@@ -3,7 +3,10 @@
 The architecture keeps what changes which code runs: the model class (`model_type`), the ratio of query to
 KV heads (and KV heads divisible by the rehearsal's sp, as the real recipe's are by its sp), the rope type
 and scaling (the recipe's `model_config_overrides` still apply on top), the layer types, tied embeddings
-and the MLP's shape ratio. Only sizes shrink: 2 layers, hidden 64, head_dim 8.
+and the MLP's shape ratio. Only sizes shrink: 2 layers, hidden 64, head_dim 8. A hybrid model keeps enough
+layers to hold every layer type (Qwen3.5: three Gated DeltaNet layers and a softmax one) and its linear-attention
+value/key head ratio, with sp key heads so each rank runs one; of a multimodal checkpoint the language model is
+rehearsed (what AutoModelForCausalLM trains).
 
 The tokenizer is the recipe's own when it is on disk (a local folder or the Hugging Face cache). Otherwise a
 byte-level BPE trained on the sample data stands in, with the model family's special tokens as single tokens,
@@ -15,6 +18,7 @@ import json
 import os
 from pathlib import Path
 
+from longctx.config.linear_layers import text_config
 from longctx.config.paths import repo_path
 
 LAYERS, HIDDEN, HEAD_DIM = 2, 64, 8
@@ -31,6 +35,12 @@ FAMILY_TOKENS = {
         "eos": "<|im_end|>",
         "pad": "<|endoftext|>",
         "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>"],
+    },
+    "qwen3_5_text": {  # Qwen3.5: Qwen3's chat tokens, plus the vision markers its template can emit
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+        "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<|vision_start|>"],
     },
 }
 
@@ -72,7 +82,13 @@ def miniature_config(config: dict, sp: int, vocab_size: int, token_ids: dict) ->
             heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"])
         )
     if isinstance(config.get("layer_types"), list):
-        mini["layer_types"] = config["layer_types"][:LAYERS]
+        kinds = config["layer_types"]
+        layers = max(LAYERS, max(kinds.index(k) for k in set(kinds)) + 1)  # every layer type at least once
+        mini.update(layer_types=kinds[:layers], num_hidden_layers=layers)
+    if config.get("linear_num_key_heads"):  # Gated DeltaNet: sp key heads (one a rank), the value/key ratio kept
+        ratio = int(config["linear_num_value_heads"]) // int(config["linear_num_key_heads"])
+        mini.update(linear_num_key_heads=sp, linear_num_value_heads=ratio * sp)
+        mini.update(linear_key_head_dim=HEAD_DIM, linear_value_head_dim=HEAD_DIM)
     if "max_window_layers" in config:
         mini["max_window_layers"] = min(int(config["max_window_layers"]), LAYERS)
     return mini
@@ -127,7 +143,7 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
     """Write the miniature's config.json and tokenizer into `folder`; returns what differs from the real model."""
     from transformers import AutoTokenizer
 
-    config = json.loads((snapshot / "config.json").read_text())
+    config = text_config(json.loads((snapshot / "config.json").read_text()))
     own = tokenizer_on_disk(recipe_model)
     if own is not None:
         tokenizer = AutoTokenizer.from_pretrained(own)
@@ -142,7 +158,8 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
     (folder / "config.json").write_text(json.dumps(mini, indent=2) + "\n")
     tokenizer.save_pretrained(folder)
     notes.append(
-        f"model: {config['model_type']} from {snapshot.name} scaled to {LAYERS} layers, hidden {mini['hidden_size']}, "
+        f"model: {config['model_type']} from {snapshot.name} scaled to {mini['num_hidden_layers']} layers, hidden "
+        f"{mini['hidden_size']}, "
         f"{mini['num_attention_heads']} query / {mini['num_key_value_heads']} KV heads (real "
         f"{config['num_hidden_layers']} layers, hidden {config['hidden_size']}, {config['num_attention_heads']} / "
         f"{config.get('num_key_value_heads')}), random weights; rope, tied embeddings and layer types as the real one"

@@ -53,7 +53,7 @@ class FlopCounts:
         q_width = heads * (2 if gated_attention(config) else 1)  # Qwen3.5's q_proj also emits the output gate
         per_token = 2.0 * (softmax * hidden * head_dim * (q_width + heads + 2 * kv) + layers * mlp)
         if linear:  # its projections' weights, then its recurrence and convolution
-            per_token += linear.layers * (2.0 * linear.token_mixer_params(hidden) + linear.forward_flops_per_token())
+            per_token += linear.layers * (2.0 * linear.projection_weights(hidden) + linear.forward_flops_per_token())
         return cls(
             per_token,
             2.0 * config.vocab_size * hidden,
