@@ -268,8 +268,9 @@ def lift_accelerate_refusal() -> None:
 
 
 def install_linear_attention_sp(model, sp: int, where: str, name: str) -> str:
-    """The entrypoint's one call (before accelerate prepares the model): refuse a recurrent layer type that is not
-    made exact here under sp > 1 (ValueError naming it), else convert the layers; returns the line to print."""
+    """Before accelerate prepares the model (its refusal lifted by `lift_accelerate_refusal`): refuse a recurrent
+    layer type not made exact here under sp > 1 (ValueError naming it), else convert the layers; returns the
+    line to print."""
     config = getattr(model, "config", None)
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
     config_dict = config.to_dict() if config is not None else {}
@@ -281,7 +282,6 @@ def install_linear_attention_sp(model, sp: int, where: str, name: str) -> str:
     converted = convert_layers(model)
     if not converted:  # a recurrent type this repository does not convert, at sp=1: upstream runs it
         return ""
-    lift_accelerate_refusal()
     kernel = "flash-linear-attention (cu_seqlens) on CUDA in bf16/fp16, else the torch reference per document"
     return (
         f"[linear-attention] {converted} Gated DeltaNet layers: heads split across sp={sp} by all-to-all, "
@@ -290,7 +290,7 @@ def install_linear_attention_sp(model, sp: int, where: str, name: str) -> str:
 
 
 def enable_linear_attention_sp(trainer, recipe, sp: int) -> None:
-    """The entrypoint's one call: install on the trainer's model, print what was done, a refusal as a RecipeError."""
+    """The trainer's per-model fix: install on its model, print what was done, a refusal as a RecipeError."""
     from longctx.config.recipe import RecipeError
 
     model = trainer.model

@@ -10,7 +10,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from longctx.training import linear_attention_sp
+from longctx.training import linear_attention_sp, trainer
 
 upstream_enable = linear_attention_sp.enable_linear_attention_sp
 
@@ -21,7 +21,8 @@ def enable_then_switch_off(trainer, recipe, sp: int) -> None:
     trainer.accelerator.print("[linear-attention] switched OFF: transformers' own Gated DeltaNet forward (stock)")
 
 
-linear_attention_sp.enable_linear_attention_sp = enable_then_switch_off
+# the name LongContextSFTTrainer.install_model_fixes calls
+trainer.enable_linear_attention_sp = enable_then_switch_off
 entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")
