@@ -77,7 +77,7 @@ def layer_peak(tokens: int, heads=(2, 6), dim: int = 128) -> float:
     return peak - sum(p.numel() * p.element_size() for p in holder.parameters())
 
 
-@pytest.mark.parametrize("tokens", [512, 2048])
+@pytest.mark.parametrize("tokens", [512, pytest.param(2048, marks=pytest.mark.slow)])
 def test_linear_attention_working_set(tokens):
     """Qwen3.5's head dims (dk = dv = 128) and value/key ratio (3); linear in the sequence, no S^2 term."""
     lin = LinearAttention.from_config(miniature(linear_num_key_heads=2, linear_num_value_heads=6).to_dict())
