@@ -31,7 +31,7 @@ help:
 	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
 	@echo "make lint | format                                           ruff check + format check | apply ruff"
-	@echo "make install | install-gpu                                   .venv with pinned deps (| plus flash-attn)"
+	@echo "make install | install-gpu                                   .venv with pinned deps (| plus flash-attn, flash-linear-attention)"
 	@echo "make data [RECIPE=..] [FLAGS=--force]                        prepare (tokenize, pack, pad) the recipe's dataset"
 	@echo "make validate RECIPE=.. [FLAGS=\"--num-gpus 8\"]               preflight: every problem of a launch, before any GPU work"
 	@echo "make plan RECIPE=.. [FLAGS=\"--gpu-memory-gb 80\"]             the mesh, tokens per rank and the memory plan per rank"
@@ -62,6 +62,7 @@ install-gpu: $(STAMP)
 	$(PY) -m pip install -q ninja packaging psutil
 	MAX_JOBS=$(FLASH_JOBS) $(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 	$(PY) -c "import torch, flash_attn_2_cuda; print('flash-attn loads against torch', torch.__version__)"
+	$(PY) -c "from fla.ops.gated_delta_rule import chunk_gated_delta_rule; print('flash-linear-attention loads')"
 
 # Preflight (a broken launch stops before any download or process start), the prepared data (a cache hit when
 # nothing changed), then the accelerate launch of the recipe's own YAML (longctx/launch/).

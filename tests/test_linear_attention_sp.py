@@ -173,3 +173,20 @@ def test_sp_must_divide_the_linear_key_heads():
     assert "linear_num_key_heads=4" in problem.message and "1, 2, 4" in problem.fix
     with pytest.raises(ValueError, match="does not divide"):
         install_linear_attention_sp(models("qwen3_5")[1], 8, "x.yaml", "m")
+
+
+def test_preflight_refuses_a_recipe_with_an_unsupported_linear_attention_layer_type(tmp_path, capsys):
+    """End to end through `python -m longctx validate`: the Qwen3.5 parity recipe pointed at an OLMo-Hybrid
+    architecture fails preflight at sp=2 naming the layer type and the model type; the same recipe at its
+    own Qwen3.5 architecture passes."""
+    from longctx.cli import main
+
+    olmo_hybrid().config.save_pretrained(tmp_path / "olmo-hybrid")
+    recipe = ["tests/recipes/qwen35-parity.yaml", "--", "--dataset_name", str(tmp_path)]
+    assert main(["validate", *recipe]) == 0
+    capsys.readouterr()
+    assert main(["validate", *recipe, "--model_config_source", str(tmp_path / "olmo-hybrid")]) != 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "model_type 'olmo_hybrid'" in text and "layers of type linear_attention" in text, text
+    assert "train this model at sp=1" in text

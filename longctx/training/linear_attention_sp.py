@@ -289,15 +289,13 @@ def install_linear_attention_sp(model, sp: int, where: str, name: str) -> str:
     )
 
 
-def enable_linear_attention_sp(trainer, recipe, sp: int) -> None:
-    """The trainer's per-model fix: install on its model, print what was done, a refusal as a RecipeError."""
+def enable_linear_attention_sp(model, recipe, sp: int) -> str:
+    """The one call of the trainer (per model) and of the eval worker (before accelerate prepares the model):
+    install on `model`; returns the line to print, raises a refusal as a RecipeError naming the recipe."""
     from longctx.config.recipe import RecipeError
 
-    model = trainer.model
     name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
     try:
-        line = install_linear_attention_sp(model, sp, recipe.accelerate_config, name)
+        return install_linear_attention_sp(model, sp, recipe.accelerate_config, name)
     except ValueError as exc:
         raise RecipeError(recipe.config_source, [str(exc)]) from None
-    if line:
-        trainer.accelerator.print(line)

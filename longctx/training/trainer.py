@@ -44,7 +44,8 @@ class LongContextSFTTrainer(SFTTrainer):
         require_position_ids(self.model, self.recipe, self.args)  # a packed batch without them is an error
         apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
         # Gated DeltaNet (Qwen3.5): heads across the SP group, recurrence and convolution restarted per document
-        enable_linear_attention_sp(self, self.recipe, sp_size(self.accelerator))
+        if line := enable_linear_attention_sp(self.model, self.recipe, sp_size(self.accelerator)):
+            self.accelerator.print(line)
 
     def add_run_callbacks(self) -> None:
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""

@@ -15,10 +15,10 @@ from longctx.training import linear_attention_sp, trainer
 upstream_enable = linear_attention_sp.enable_linear_attention_sp
 
 
-def enable_then_switch_off(trainer, recipe, sp: int) -> None:
-    upstream_enable(trainer, recipe, sp)
-    linear_attention_sp.set_linear_attention_sp_enabled(trainer.model, False)
-    trainer.accelerator.print("[linear-attention] switched OFF: transformers' own Gated DeltaNet forward (stock)")
+def enable_then_switch_off(model, recipe, sp: int) -> str:
+    upstream_enable(model, recipe, sp)
+    linear_attention_sp.set_linear_attention_sp_enabled(model, False)
+    return "[linear-attention] switched OFF: transformers' own Gated DeltaNet forward (stock)"
 
 
 # the name LongContextSFTTrainer.install_model_fixes calls
