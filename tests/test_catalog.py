@@ -73,12 +73,8 @@ def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     assert topo.processes_per_machine % topo.sp_size == 0, "an SP group must not span two nodes"
     assert sft.bf16 and not sft.use_cpu and model.attn_implementation == "sdpa"
     # TRL 1.16 always runs its own fused LM head (full logits never exist, Liger's fused CE is forced off), so
-    # Liger is here for its layer kernels, where liger-kernel has them for the model (0.8.5: none for Qwen3.5);
-    # what would break is a recipe that asks for Liger's fused CE back.
-    from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
-
-    has_kernels = config.model_type in MODEL_TYPE_TO_APPLY_LIGER_FN
-    assert sft.use_liger_kernel == has_kernels, "Liger's RMSNorm/SwiGLU/RoPE kernels wherever they exist"
+    # Liger is here for its layer kernels; what would break is a recipe that asks for Liger's fused CE back.
+    assert sft.use_liger_kernel, "Liger's RMSNorm/SwiGLU/RoPE kernels: the memory plan assumes them on GPUs"
     assert not (sft.liger_kernel_config or {}).get("fused_linear_cross_entropy"), "TRL 1.16 refuses Liger's fused CE"
 
 
