@@ -15,6 +15,7 @@ tests/test_isolation_probe.py.
 import itertools
 import json
 import random
+import sys
 
 import pytest
 
@@ -103,3 +104,17 @@ def test_gate_catches_the_stock_linear_attention_at_sp2(runs):
     stdout, stock = runs(2, "tests/helpers/stock_linear_attention.py")
     assert "[linear-attention] switched OFF" in stdout
     assert mismatches(runs(1)[1], stock), "the stock Gated DeltaNet under SP went unnoticed"
+
+
+@pytest.mark.slow
+def test_eval_runs_on_the_qwen35_miniature_at_sp2(tmp_path):
+    """`make eval` on a Qwen3.5 model: the eval worker converts the Gated DeltaNet layers as training does (else
+    accelerate refuses the model under Ulysses) and scores the retrieval grid on the sp=2 mesh."""
+    from tests.test_eval_cli import run_offline
+
+    flags = ["--lengths", "256", "--depths", "0.5", "--samples", "1", "--tasks", "passkey", "--out", str(tmp_path)]
+    proc = run_offline([sys.executable, "-m", "longctx", "eval", RECIPE, *flags])
+    assert "preflight ok: tests/recipes/qwen35-parity.yaml" in proc.stdout
+    assert "[linear-attention] 2 Gated DeltaNet layers: heads split across sp=2" in proc.stdout
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["sp"] == 2 and len(doc["cells"]) == 1
