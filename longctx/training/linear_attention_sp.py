@@ -212,6 +212,16 @@ def sequence_parallel_class(upstream: type, modeling_module) -> type:
     return _subclasses[upstream]
 
 
+def share_conv_weights(layer) -> None:
+    """The layer's forward reads `conv1d.weight` (this rank's channels) without calling `conv1d`, so ZeRO-3 would
+    leave it partitioned (an empty tensor): DeepSpeed's own API for a parameter used outside its module's forward
+    makes the layer's forward gather it."""
+    from deepspeed.runtime.zero.partition_parameters import register_external_parameter
+
+    for parameter in layer.conv1d.parameters():
+        register_external_parameter(layer, parameter)
+
+
 def convert_layers(model, layout: DocumentLayout | None = None) -> int:
     """Swap every supported Gated DeltaNet instance's class for its subclass and hook the decoder stacks that
     hold them; returns how many layers were converted (all sharing one document layout)."""
@@ -226,6 +236,7 @@ def convert_layers(model, layout: DocumentLayout | None = None) -> int:
             # registered in longctx/training/patches.py
             module.__class__ = sequence_parallel_class(upstream, sys.modules[upstream.__module__])
             module.document_layout = layout
+            share_conv_weights(module)
             converted += 1
     for module in model.modules():
         layers = getattr(module, "layers", None)

@@ -10,7 +10,10 @@ import runpy
 import sys
 from pathlib import Path
 
-from longctx.training import linear_attention_sp, trainer
+# run as a script, this folder is sys.path[0]: its secrets.py would shadow the standard library's for every import
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from longctx.training import linear_attention_sp, trainer  # noqa: E402 (after the sys.path fix)
 
 upstream_enable = linear_attention_sp.enable_linear_attention_sp
 
