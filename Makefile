@@ -55,7 +55,11 @@ install: $(STAMP)
 # kernel). PyPI has only flash-attn's source, and no prebuilt wheel matches torch 2.13, so this compiles it against
 # the installed torch: it needs a CUDA build of torch (not the CPU wheel), nvcc of the same CUDA major as
 # torch.version.cuda, and ninja (without it the build is serial). MAX_JOBS bounds the parallel nvcc processes
-# (each can take several GB of RAM). The last line loads the compiled extension, as preflight does.
+# (each can take several GB of RAM). The next line loads the compiled extension, as preflight does.
+# Then deepspeed is rebuilt with DeepSpeed's CPU Adam compiled in (DS_BUILD_CPU_ADAM=1): the optimizer step of every
+# recipe that offloads AdamW, otherwise compiled by torch's JIT loader at the first launch on every node (g++,
+# ninja and the Python headers there; `python -m longctx validate RECIPE --this-machine` checks them). The last
+# line checks that the installed deepspeed carries the op.
 FLASH_JOBS ?= 4
 install-gpu: $(STAMP)
 	@$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'error: torch ' + torch.__version__ + ' is a CPU build; install the CUDA wheel of torch==2.13.0 first')"
@@ -64,6 +68,8 @@ install-gpu: $(STAMP)
 	MAX_JOBS=$(FLASH_JOBS) $(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 	$(PY) -c "import torch, flash_attn_2_cuda; print('flash-attn loads against torch', torch.__version__)"
 	$(PY) -c "from fla.ops.gated_delta_rule import chunk_gated_delta_rule; print('flash-linear-attention loads')"
+	DS_BUILD_CPU_ADAM=1 $(PY) -m pip install -q --no-build-isolation --no-binary deepspeed --no-cache-dir --force-reinstall --no-deps -c constraints.txt deepspeed
+	$(PY) -c "import sys; from deepspeed.git_version_info import installed_ops as ops; print('deepspeed carries its CPU Adam op') if ops.get('cpu_adam') else sys.exit('error: deepspeed was built without its CPU Adam op')"
 
 # Preflight (a broken launch stops before any download or process start), the prepared data (a cache hit when
 # nothing changed), then the accelerate launch of the recipe's own YAML (longctx/launch/).

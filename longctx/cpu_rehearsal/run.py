@@ -20,6 +20,7 @@ import yaml
 from longctx.config.paths import REPO_ROOT
 from longctx.cpu_rehearsal.derive import SAVE_AT, STEPS, Derived
 from longctx.launch.accelerate_launch import accelerate_argv, free_port, read_mesh, run
+from longctx.preflight.checks.toolchain import uses_cpu_adam
 
 LOSS_RTOL = 1e-4  # fp32; SP reorders sums (measured agreement in tests/test_sp_parity.py: ~1e-7 relative)
 
@@ -58,6 +59,7 @@ def launch(name: str, derived: Derived, recipe: Path, *extra: str) -> str:
     mesh = read_mesh(out)
     if mesh is None or (mesh.sp, mesh.world) != (derived.sp, derived.sp * derived.dp):
         raise StepFailed(f"{name}: the run reported {mesh}, not sp={derived.sp} x dp={derived.dp}:\n{out[-2000:]}")
+    print(f"[rehearsal] {name}: the run read back its mesh as sp={mesh.sp} x dp={mesh.world // mesh.sp}")
     return out
 
 
@@ -70,9 +72,20 @@ def close(a: float, b: float) -> bool:
     return abs(a - b) <= LOSS_RTOL * max(abs(a), abs(b))
 
 
+def check_optimizer(derived: Derived, out: str) -> None:
+    """Where the JSON names an offloaded AdamW, the run must have stepped with DeepSpeed's CPU Adam (the C++ op
+    every GPU node of the real run builds or loads), not a stand-in."""
+    if not uses_cpu_adam(derived.deepspeed or {}):
+        return
+    if "[optimizer] the parameters step with DeepSpeedCPUAdam" not in out:  # longctx/training/optimizer_report.py
+        raise StepFailed(f"train: the JSON offloads AdamW; the run did not step with DeepSpeedCPUAdam:\n{out[-2000:]}")
+    where = os.environ.get("TORCH_EXTENSIONS_DIR", "torch's default ~/.cache/torch_extensions")
+    print(f"[rehearsal] optimizer: DeepSpeed's CPU Adam (DeepSpeedCPUAdam), built or loaded from {where}")
+
+
 def train_and_resume(derived: Derived, recipe: Path) -> dict[int, float]:
     out = Path(derived.recipe["output_dir"])
-    launch("train", derived, recipe)
+    check_optimizer(derived, launch("train", derived, recipe))
     first = losses(out)
     if sorted(first) != list(range(1, STEPS + 1)) or not (out / f"checkpoint-{SAVE_AT}").is_dir():
         raise StepFailed(f"train: expected losses for steps 1..{STEPS} and checkpoint-{SAVE_AT}, got {sorted(first)}")

@@ -18,6 +18,7 @@ from longctx.training.linear_attention_sp import enable_linear_attention_sp
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
 from longctx.training.model_config import save_effective_config
+from longctx.training.optimizer_report import OptimizerReport
 from longctx.training.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.sp_eval import TokenLoss, label_tokens, report_token_mean, sp_eval_dataloader, sp_eval_loss
 from longctx.training.sp_loss import count_step_label_tokens, weights_by_step
@@ -57,6 +58,7 @@ class LongContextSFTTrainer(SFTTrainer):
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""
         attach_metrics(self, self.recipe)  # first in line, so every report_to logger receives the metrics
         self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # topology.json
+        self.add_callback(OptimizerReport(self))  # which optimizer really steps (DeepSpeed's CPU Adam?)
         if self.recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
             from longctx.training.retrieval.callback import RetrievalCallback
 
