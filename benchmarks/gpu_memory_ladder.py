@@ -40,7 +40,6 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 from ladder_stack import FEATURES, TINY_FEATURES  # noqa: E402
 
 STEP = 256  # lengths are multiples of this (ALST: ideally a multiple of 256 per rank)
-GIB_PER_GB = 1e9 / 2**30
 H200_GB = 141.0
 
 
@@ -119,7 +118,9 @@ def worker(name: str, args) -> list[dict]:
     deadline = args.deadline
     engine, config, device, options = build(name, args.tiny, args.attn)
     engine_step(engine, config, device, STEP // 2, False)  # kernels and allocator warm before the first probe
-    gpu_gib = args.gpu_gb * GIB_PER_GB
+    from longctx.memory_plan.gpus import torch_gib
+
+    gpu_gib = torch_gib(args.gpu_gb)  # an H200 sold as 141 GB is 139.7 GiB to torch, not 131.3
     first = args.start or plan_max(config, gpu_gib, options, args.tiny) or STEP
     first = min(first, args.max_length) // STEP * STEP
     ok, fail, last, rows = 0, None, None, []

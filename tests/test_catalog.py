@@ -5,6 +5,7 @@ max_length, its SP groups stay inside a node, its header carries the exact launc
 a machine without GPUs stops with "needs N GPUs" before any download.
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,19 @@ def test_overrides_from_the_command_line_are_json(monkeypatch):
 
     with pytest.raises(RecipeError, match="`model_config_overrides`: is not valid JSON"):
         parse_recipe(args[:-1] + ["{max_position_embeddings: 8192"])
+
+
+def test_catalog_figures_are_the_plans(capsys):
+    """recipes/README.md's preflight column (GPU total, longest fit, host RAM per node from every host term) is
+    what `python -m longctx validate --all --intended --gpu-memory-gb 80 --json` computes now."""
+    from longctx.preflight.cli import main
+    from tests.helpers.catalog_figures import catalog_cell
+
+    main(["--all", "--intended", "--gpu-memory-gb", "80", "--json"])
+    table = (REPO / "recipes" / "README.md").read_text()
+    for line in capsys.readouterr().out.splitlines():
+        report = json.loads(line)
+        recipe = report["recipe"].removeprefix("recipes/").removesuffix(".yaml")
+        if recipe in CATALOG:
+            cell = catalog_cell(report["plan"], report["machine"]["num_nodes"] or 1)
+            assert f"| `{recipe}` |" in table and f" | {cell} | " in table, f"{recipe}: the catalog should say {cell}"

@@ -5,6 +5,7 @@ from it for the GPU given by --gpu-memory-gb (or the visible one; 80 GB when nei
 """
 
 from longctx.memory_plan.estimate import estimate, max_seq_len
+from longctx.memory_plan.gpus import torch_gib
 from longctx.preflight.facts import position_range
 from longctx.preflight.options import gpu_gib, plan_options
 
@@ -60,17 +61,28 @@ def plan_dict(launch) -> dict | None:
         return None
     options = plan_options(launch)
     plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=launch.topo.sp_size, **options)
-    gib = gpu_gib(launch) or DEFAULT_GB * 1e9 / 2**30
+    gib = gpu_gib(launch) or torch_gib(DEFAULT_GB)
     fit = max_seq_len(launch.facts.config, gib, sp=launch.topo.sp_size, **options)
     return {
         "components_gib": dict(plan.rows()),
         "total_gib": plan.total_gib,
         "host_per_node_gib": plan.host_per_node,
+        "host_terms_gib": dict(plan.host_rows),
+        "host_memory_gib": launch.machine.host_memory_gib,
         "gpu_gib": gib,
         "gpu_memory_assumed": gpu_gib(launch) is None,
         "max_length_that_fits": fit,
         "options": options,
     }
+
+
+def host_lines(data: dict) -> list[str]:
+    """The host terms of one node (longctx/memory_plan/host.py), and the node's RAM where it is known."""
+    ram = data["host_memory_gib"]
+    of = f" of {ram:.1f} GiB RAM" if ram else " (pass --host-memory-gb to check it against the RAM)"
+    lines = [f"host memory per node (GiB){of}:"]
+    lines += [f"  {name:<22} {value:8.2f}" for name, value in data["host_terms_gib"].items() if value]
+    return lines + [f"  {'host total':<22} {data['host_per_node_gib']:8.2f}"]
 
 
 def plan_lines(launch) -> list[str]:
@@ -80,11 +92,11 @@ def plan_lines(launch) -> list[str]:
     data = plan_dict(launch)
     if data is None:
         return lines + ["memory: unavailable (no model config or no max_length)"]
-    on = [k for k, v in data["options"].items() if v is True]
+    on = [k for k, v in data["options"].items() if v is True and k != "pin_memory"]
     lines += [f"memory per rank (GiB), {launch.facts.source}, features on: {', '.join(on) or 'none'}"]
     lines += [f"  {name:<16} {value:8.2f}" for name, value in data["components_gib"].items()]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU"]
-    lines += [f"  {'host per node':<16} {data['host_per_node_gib']:8.2f}   (offloaded optimizer/params/activations)"]
+    lines += host_lines(data)
     if launch.sft.use_cpu:
         return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
     assumed = f" (assumed {DEFAULT_GB:.0f} GB GPU: pass --gpu-memory-gb)" if data["gpu_memory_assumed"] else ""
