@@ -31,6 +31,8 @@ CATALOG = {
     "qwen3-8b/sft-128k-sp4",
     "qwen3-32b/sft-256k-2x8-sp8-dp2",
     "llama3.1-70b/sft-128k-2x8-sp8-dp2",
+    "qwen3.5-27b/sft-256k-sp8",
+    "qwen3.5-27b/lora-256k-sp8",
 }
 
 
@@ -62,8 +64,10 @@ def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     monkeypatch.chdir(REPO)
     recipe, sft, model = parsed(path)
     topo = recipe_topology(recipe)
-    config = architecture(recipe, model)
+    config = architecture(recipe, model).get_text_config()  # of a multimodal checkpoint, the language model
     assert config.num_attention_heads % topo.sp_size == 0, "query heads must split evenly over sp"
+    linear = getattr(config, "linear_num_key_heads", None)  # Gated DeltaNet layers split by their own key heads
+    assert linear is None or linear % topo.sp_size == 0, "linear-attention key heads must split evenly over sp"
     kv = config.num_key_value_heads
     assert kv % topo.sp_size == 0 or topo.sp_size % kv == 0, "KV heads must divide sp or sp divide them"
     assert config.max_position_embeddings >= sft.max_length, "train past the positions only with rope scaling"

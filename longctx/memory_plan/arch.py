@@ -1,6 +1,12 @@
-"""The sizes of a decoder-only transformer that the memory plan needs, read from its config.json."""
+"""The sizes of a decoder-only transformer that the memory plan needs, read from its config.json.
+
+Hybrid models (Qwen3.5: three Gated DeltaNet layers for every softmax-attention layer) carry their linear-attention
+layers in `linear` (longctx/memory_plan/linear_attention.py); `layers` counts every decoder layer.
+"""
 
 from dataclasses import dataclass
+
+from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
 @dataclass(frozen=True)
@@ -13,6 +19,8 @@ class Arch:
     kv_heads: int
     head_dim: int
     tied: bool
+    linear: LinearAttention | None = None
+    attention_gate: bool = False
 
     @classmethod
     def from_config(cls, config: dict) -> "Arch":
@@ -28,21 +36,42 @@ class Arch:
             kv_heads=int(config.get("num_key_value_heads") or heads),
             head_dim=int(config.get("head_dim") or hidden // heads),
             tied=bool(config.get("tie_word_embeddings", False)),
+            linear=LinearAttention.from_config(config),
+            attention_gate=gated_attention(config),
         )
 
     @property
+    def linear_layers(self) -> int:
+        return self.linear.layers if self.linear else 0
+
+    @property
     def layer_params(self) -> int:
-        """q, k, v, o (K/V at their GQA width), gate/up/down, two norms."""
-        attn = self.hidden * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
-        return attn + 3 * self.hidden * self.intermediate + 2 * self.hidden
+        """The largest decoder layer: q (with its output gate, if any), k, v, o (K/V at their GQA width),
+        gate/up/down, two norms; or a linear-attention layer's token mixer with the same MLP and norms."""
+        q_width = self.heads * (2 if self.attention_gate else 1)
+        attn = self.hidden * self.head_dim * (q_width + self.heads + 2 * self.kv_heads)
+        if self.linear_layers == self.layers:
+            attn = 0
+        mixer = self.linear.token_mixer_params(self.hidden) if self.linear else 0
+        return max(attn, mixer) + 3 * self.hidden * self.intermediate + 2 * self.hidden
 
     @property
     def params(self) -> int:
         embeddings = self.vocab * self.hidden * (1 if self.tied else 2)
-        return self.layers * self.layer_params + embeddings + self.hidden
+        mlp_norms = 3 * self.hidden * self.intermediate + 2 * self.hidden
+        q_width = self.heads * (2 if self.attention_gate else 1)
+        attn = self.hidden * self.head_dim * (q_width + self.heads + 2 * self.kv_heads)
+        mixers = (self.layers - self.linear_layers) * attn
+        mixers += self.linear_layers * self.linear.token_mixer_params(self.hidden) if self.linear else 0
+        return self.layers * mlp_norms + mixers + embeddings + self.hidden
 
     def lora_params(self, rank: int) -> int:
         """Adapters of rank r on every linear layer of every decoder layer (`all-linear`): r x (in + out) each."""
         q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        per_layer = (self.hidden + q) * 2 + (self.hidden + kv) * 2 + (self.hidden + self.intermediate) * 3
-        return self.layers * rank * per_layer
+        q_out = q * (2 if self.attention_gate else 1)
+        attn = (self.hidden + q_out) + (self.hidden + q) + (self.hidden + kv) * 2
+        mlp = (self.hidden + self.intermediate) * 3
+        linear = self.linear.lora_params(rank, self.hidden) if self.linear else 0
+        return (
+            (self.layers - self.linear_layers) * rank * attn + self.layers * rank * mlp + self.linear_layers * linear
+        )

@@ -15,7 +15,7 @@ backward, and its buffers are freed by then), plus communication buckets and a f
 import math
 from dataclasses import dataclass, fields
 
-from longctx.memory_plan import terms
+from longctx.memory_plan import linear_attention, terms
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.host import DEFAULT_SUB_GROUP, host_terms
 
@@ -32,6 +32,7 @@ class MemoryPlan:
     gathered_params: float
     checkpoints: float
     attention: float
+    linear_attention: float  # a Gated DeltaNet layer's token mixer (hybrid models); the larger mixer counts
     mlp: float
     hidden_states: float
     lm_head: float
@@ -47,15 +48,19 @@ class MemoryPlan:
         return sum(value for _, value in self.rows())
 
     def rows(self) -> list[tuple[str, float]]:
-        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted;
-        `saved_attention` only where selective checkpointing is on."""
-        layer = self.attention + self.mlp + self.hidden_states
+        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted
+        (and of a layer's token mixers, softmax or linear attention, the larger); `saved_attention` only where
+        selective checkpointing is on."""
+        mixer = max(self.attention, self.linear_attention)
+        layer = mixer + self.mlp + self.hidden_states
         out = []
         for f in fields(self):
             if f.name.startswith("host_") or (f.name == "saved_attention" and not self.saved_attention):
                 continue
             value = getattr(self, f.name)
-            if f.name in ("attention", "mlp", "hidden_states") and self.lm_head > layer:
+            if f.name in ("attention", "linear_attention") and value < mixer:
+                value = 0.0
+            if f.name in ("attention", "linear_attention", "mlp", "hidden_states") and self.lm_head > layer:
                 value = 0.0
             if f.name == "lm_head" and layer >= self.lm_head:
                 value = 0.0
@@ -87,6 +92,7 @@ def estimate(
     prefetch_bucket: float = DEFAULT_BUCKET,
     packed_mask: bool = False,
     gpus_per_node: int | None = None,
+    linear_kernel: str = "fla",
     pin_memory: bool = True,
     sub_group_size: float = DEFAULT_SUB_GROUP,
     selective_ckpt: bool = False,
@@ -97,13 +103,18 @@ def estimate(
     `kernels`: the layer kernels, transformers' own (`hf`) or Liger's (`liger`, with `use_liger_kernel`).
     `attention`: `flash` (FlashAttention / a varlen kernel on a GPU) or `sdpa` (the CPU-measured constants).
     `packed_mask`: whether transformers' [B, 1, s, s] packed mask is built (stock sdpa on packed rows).
+    `linear_kernel`: the Gated DeltaNet recurrence of hybrid models, `fla` (GPU) or `reference` (torch's).
     `pin_memory`, `sub_group_size`: DeepSpeed's offload settings, for the host terms (longctx/memory_plan/host.py).
     `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
+    mixers = (
+        terms.attention(arch, micro_batch * seq_len, sp, attention) if arch.linear_layers < arch.layers else 0.0,
+        linear_attention.working_set(arch.linear, micro_batch * seq_len, sp, linear_kernel) if arch.linear else 0.0,
+    )
     layer = (
-        terms.attention(arch, micro_batch * seq_len, sp, attention),
+        max(mixers),
         terms.mlp(arch, s, tiled_mlp, tiled_mlp_shards, kernels),
         terms.hidden_states(arch, s, kernels),
     )
@@ -113,7 +124,8 @@ def estimate(
         ),
         "gathered_params": terms.gathered_params(arch, zero_stage, prefetch_bucket),
         "checkpoints": terms.checkpoints(arch, s, grad_ckpt, act_offload, kernels),
-        "attention": layer[0],
+        "attention": mixers[0],
+        "linear_attention": mixers[1],
         "mlp": layer[1],
         "hidden_states": layer[2],
         "lm_head": terms.lm_head(arch, s, head, trainable_head=not lora),

@@ -43,12 +43,14 @@ def mesh_lines(launch) -> list[str]:
 
 def heads_line(launch) -> str:
     """The sp sizes this model allows, and whether its KV heads are replicated at this sp."""
-    from longctx.preflight.checks.heads import kv_note, valid_sp_sizes
+    from longctx.preflight.checks.heads import kv_note, model_sp_sizes
 
     facts, sp = launch.facts, launch.topo.sp_size
-    valid = ", ".join(map(str, valid_sp_sizes(facts.num_heads, facts.num_kv_heads)))
+    valid = ", ".join(map(str, model_sp_sizes(facts.config, facts.num_heads, facts.num_kv_heads)))
     note = kv_note(facts.num_kv_heads, sp)
-    return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV; valid sp sizes: {valid}" + (
+    linear = facts.config.get("linear_num_key_heads")
+    linear = f", {linear} linear-attention key / {facts.config['linear_num_value_heads']} value" if linear else ""
+    return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV{linear}; valid sp sizes: {valid}" + (
         f"; {note}" if note else ""
     )
 

@@ -17,6 +17,11 @@ index i of its document sees i + 1 keys, so a document of n tokens has n (n + 1)
 row costs the sum over its documents, not the square of the row. QK^T and AV run over every query head
 (H, not the KV head count), 2 FLOPs each per pair and head dimension.
 
+Hybrid models (Qwen3.5: three Gated DeltaNet layers for every softmax layer) count the pair term over their
+softmax layers only; a linear-attention layer's token mixer is its projections' matmul weights (in `layers`)
+plus its recurrence and depthwise convolution, per token and linear in S (`linear_per_token`: 7 dk dv FLOPs per
+value head for the state's read, rank-one write, output read and decay, 2 K per convolution channel).
+
 Hardware FLOPs (for HFU) add what is computed twice: gradient checkpointing re-runs every decoder layer's
 forward in backward (all of it; with selective checkpointing, `gradient_checkpointing_kwargs: {selective: true}`,
 everything but the attention kernel, whose output is kept, so the causal-pair term is not recomputed);
@@ -28,6 +33,8 @@ fused LM head recomputes each logits tile in backward (it never stores the logit
 from dataclasses import dataclass
 
 import torch
+
+from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
 @dataclass(frozen=True)
@@ -46,12 +53,17 @@ class FlopCounts:
         head_dim = getattr(config, "head_dim", None) or hidden // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
         mlp = 3 * hidden * config.intermediate_size
-        per_layer = hidden * head_dim * (2 * heads + 2 * kv) + mlp
+        linear = LinearAttention.from_config(config.to_dict() if hasattr(config, "to_dict") else vars(config))
+        softmax = layers - (linear.layers if linear else 0)
+        q_width = heads * (2 if gated_attention(config) else 1)  # Qwen3.5's q_proj also emits the output gate
+        per_token = 2.0 * (softmax * hidden * head_dim * (q_width + heads + 2 * kv) + layers * mlp)
+        if linear:  # its projections' weights, then its recurrence and convolution
+            per_token += linear.layers * (2.0 * linear.projection_weights(hidden) + linear.forward_flops_per_token())
         return cls(
-            2.0 * layers * per_layer,
+            per_token,
             2.0 * config.vocab_size * hidden,
             2.0 * layers * mlp,
-            4.0 * layers * heads * head_dim,
+            4.0 * softmax * heads * head_dim,
         )
 
     def model(self, tokens: float, pairs: float, head_positions: float | None = None) -> float:

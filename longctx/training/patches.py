@@ -249,6 +249,95 @@ PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
+    # ---- Gated DeltaNet under Ulysses SP (longctx/training/linear_attention_sp.py): one class swap per family
+    Patch(
+        target="transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet.forward",
+        installed_by="longctx.training.linear_attention_sp:convert_layers",
+        why="each instance's class becomes a subclass whose forward shards heads across the SP group (all-to-all "
+        "around the convolution and the recurrence) and restarts both at packed documents; relies on the layer's "
+        "attribute names, the reference chunk kernel (called per document), the convolution it reproduces, the "
+        "decoder layer not passing position_ids (hence the pre-hook on the text model) and that model's kwargs",
+        written_against="transformers==5.23.0",
+        source_sha256="8f31ae7d35daf534a763d1ca92875c5c412e06a4488885e5126907a804b52878",
+        relies_on=(
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet.__init__",
+                "9062360fab9c4f52e1aec4270789d4455b0d64d0f8e37ce4fa467d222ee63084",
+            ),
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.torch_chunk_gated_delta_rule",
+                "a1bbf783aa6563be40c184915a8410e4370263adf407ad222628d4a6ad8affbd",
+            ),
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.causal_conv1d_fn",
+                "f932149bdf42900c8cdd95cce7adaa6270a337906c3e018534e0e28c83d820fd",
+            ),
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5DecoderLayer.forward",
+                "31f72560f30fda11a1eb5743f3c4e33ece47ff3c2b8f0e89e3c2f21148027900",
+            ),
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5TextModel.forward",
+                "42086b760184c60c5bff51fc5d7e7ec5e933301a46d1518e2b907deed2c916a7",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
+                "2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+            ),
+            (
+                "deepspeed.sequence.layer._dim_zero_all_to_all",
+                "7b069e027a32091afa9c2d0a25df2ff64d855b0df74ccfca3c8f8918e0b0d4ff",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet.forward",
+        installed_by="longctx.training.linear_attention_sp:convert_layers",
+        why="as Qwen3_5GatedDeltaNet (the same layer in the MoE family)",
+        written_against="transformers==5.23.0",
+        source_sha256="8f31ae7d35daf534a763d1ca92875c5c412e06a4488885e5126907a804b52878",
+        relies_on=(
+            (
+                "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet.__init__",
+                "413fe0ba883b897fa52ecd475fff73955aa8d4da69f83210877a9752b8c6ea03",
+            ),
+            (
+                "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.torch_chunk_gated_delta_rule",
+                "a1bbf783aa6563be40c184915a8410e4370263adf407ad222628d4a6ad8affbd",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet.forward",
+        installed_by="longctx.training.linear_attention_sp:convert_layers",
+        why="as Qwen3_5GatedDeltaNet; with Qwen3-Next's interleaved qkvz/ba projections",
+        written_against="transformers==5.23.0",
+        source_sha256="177c5d3df989a7b42f3b12a41bedc225ebf43ae052d5e2ac8c0a3507a61a3db4",
+        relies_on=(
+            (
+                "transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet.fix_query_key_value_ordering",
+                "1b706d1f9a490a63c40fa7e35378758c7d66eb02762a5d60238b2f9942bc25a2",
+            ),
+            (
+                "transformers.models.qwen3_next.modeling_qwen3_next.torch_chunk_gated_delta_rule",
+                "a1bbf783aa6563be40c184915a8410e4370263adf407ad222628d4a6ad8affbd",
+            ),
+        ),
+    ),
+    Patch(
+        target="accelerate.big_modeling._refuse_recurrent_layers_under_sequence_parallelism",
+        installed_by="longctx.training.linear_attention_sp:lift_accelerate_refusal",
+        why="replaced as `accelerate.accelerator` imported it, by a check that passes a model whose every "
+        "linear-attention layer was converted above and calls the upstream refusal for any other",
+        written_against="accelerate==1.15.0",
+        source_sha256="4ab1d05729859f280487db847884ea0eaf6261fcfc7a898711e56fd3aaededdf",
+        relies_on=(
+            (
+                "accelerate.accelerator.Accelerator._prepare_deepspeed",
+                "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+            ),
+        ),
+    ),
 )
 
 

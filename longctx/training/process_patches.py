@@ -15,6 +15,7 @@ from longctx.training.cpu_comm import attach_deepspeed_comm
 from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
 from longctx.training.gloo_uneven_gather import install as install_gloo_uneven_gather
 from longctx.training.isolation import install_for_recipe
+from longctx.training.linear_attention_sp import lift_accelerate_refusal
 from longctx.training.resume import install_sp_aware_skip
 from longctx.training.sp_eval import keep_sp_in_eval
 from longctx.training.sp_loss import install_token_weighted_sp_loss
@@ -41,4 +42,7 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     install_token_weighted_sp_loss(sp_size)
     # the Trainer's module-level resume skip crashes on DeepSpeed's SP dataloader adapter
     install_sp_aware_skip()
+    # accelerate refuses every recurrent layer under Ulysses: pass a model whose every one the trainer converted
+    # (LongContextSFTTrainer.install_model_fixes), still refuse any other
+    lift_accelerate_refusal()
     return isolation_line

@@ -14,6 +14,7 @@ from trl import SFTTrainer
 from longctx.training.alst import apply_alst
 from longctx.training.document_layout import install_document_layout
 from longctx.training.isolation import keep_packed_positions, require_position_ids
+from longctx.training.linear_attention_sp import enable_linear_attention_sp
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
 from longctx.training.model_config import save_effective_config
@@ -49,6 +50,9 @@ class LongContextSFTTrainer(SFTTrainer):
         attention = getattr(self.model.config, "_attn_implementation", None)  # Ulysses renames it only in train()
         install_document_layout(self.model, self.recipe, attention)  # documents' starts read once a forward
         apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
+        # Gated DeltaNet (Qwen3.5): heads across the SP group, recurrence and convolution restarted per document
+        if line := enable_linear_attention_sp(self.model, self.recipe, sp_size(self.accelerator)):
+            self.accelerator.print(line)
         if getattr(self.model.gradient_checkpointing_enable, "_is_sac_wrapped", False):  # TRL's `selective: true`
             self.accelerator.print("[checkpointing] selective: attention outputs kept, the rest recomputed")
 
