@@ -44,7 +44,7 @@ def test_sp1_on_a_catalog_architecture_named_by_a_recipe_override(tmp_path, caps
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("sp", [2, 4])
+@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_sp_isolated_stock_leaks_and_parity(tmp_path, sp, capsys):
     code, report = probe(tmp_path, "--sp", str(sp), "--parity", "--compare-stock")
     assert report["sp"] == sp
