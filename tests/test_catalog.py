@@ -16,8 +16,8 @@ import pytest
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.config.recipe import parse_recipe, recipe_topology
 from longctx.training.model_config import build_config
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 ARCHITECTURES = ARCHITECTURES_DIR
 GPU_RECIPES = sorted(
     p for p in (REPO / "recipes").rglob("*.yaml") if not p.is_relative_to(REPO / "recipes" / "tiny-llama")

@@ -9,8 +9,8 @@ from longctx.config.checkpoints import batch_fix, batch_mismatch, mesh_mismatch,
 from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.config.topology import read_topology
 from longctx.training.resume import ScheduleHorizonChanged, schedule_horizon_change
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SP2 = read_topology(REPO / "accelerate_configs/cpu-sp2.yaml")
 SP1 = read_topology(REPO / "accelerate_configs/cpu-sp1.yaml")
 

@@ -14,8 +14,8 @@ import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 from longctx.config.topology import read_topology
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml")) + sorted((REPO / "tests" / "recipes").rglob("*.yaml"))
 ACCELERATE = sorted((REPO / "accelerate_configs").rglob("*.yaml")) + sorted(
     (REPO / "tests" / "accelerate_configs").glob("*.yaml")

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import REPO
 from tests.helpers.launch import free_port
 
-REPO = Path(__file__).resolve().parents[1]
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 RETRIEVAL_RECIPE = "recipes/team/sft-2k-cpu-sp2-retrieval.yaml"  # written by the team, in the copy
 pytestmark = pytest.mark.distributed

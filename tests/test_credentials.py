@@ -11,8 +11,8 @@ import pytest
 from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.launch.accelerate_launch import accelerate_argv, shown
 from longctx.training.credentials import REDACTED, hub_token_to_env, move_hub_token_to_env, redact_argv, redact_text
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TOKEN = "hf_NeverPrintThis0123456789abcdef"
 OTHER_TOKEN = "hf_NorThisOne0123456789abcdef"
 

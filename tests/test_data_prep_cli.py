@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,8 +10,8 @@ from data_prep.__main__ import main
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 from longctx.training.collator import PreparedCollator
 from longctx.training.prepared_data import prepared_dir
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
 
 

@@ -16,8 +16,8 @@ from data_prep.packer import pack_bfd
 from data_prep.pipeline import prepare
 from data_prep.sources import read_json
 from data_prep.writer import DATASET, REPORT, AtomicWriter
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
 PAD = 2  # the tiny tokenizer's <|pad|>
 WORDS = ["the", "river", "crosses", "a", "long", "road", "while", "seven", "blue", "foxes"]

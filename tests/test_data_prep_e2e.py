@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from tests.helpers.launch import log_history
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.distributed
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from data_prep.writer import is_complete
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.subprocess  # every test reads the interrupted child prep's leftovers
 
-REPO = Path(__file__).resolve().parent.parent
 WORDS = ("the", "river", "crosses", "a", "long", "road", "while", "seven", "blue", "foxes", "find", "harbour", "door")
 
 

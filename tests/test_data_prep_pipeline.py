@@ -12,8 +12,8 @@ from data_prep.config import PrepConfig
 from data_prep.errors import PrepError
 from data_prep.pipeline import prepare
 from data_prep.writer import DATASET, PLOT, REPORT
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from data_prep.__main__ import main
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
 
 

@@ -2,15 +2,14 @@
 assistant masks of `apply_chat_template(..., return_assistant_tokens_mask=True)` that TRL trains on."""
 
 from itertools import chain
-from pathlib import Path
 
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
 from data_prep.tokenize import BatchEncoder, Encoder
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
 TEXTS = ["the river crosses the long road", "  leading spaces\nand\ttabs ", "é ü 日本 emoji 🙂", "x"]
 CHATS = [

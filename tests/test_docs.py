@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
+
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
 DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]
 STARTS = ("make ", "python ", ".venv/bin/python ", "accelerate launch ", "sbatch ", "pytest ", "benchmarks/")

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from longctx.evaluation.cli import default_lengths, main
+from tests.helpers import REPO
 from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
 from tests.helpers.tiny_model import tiny_checkpoint
 
-REPO = Path(__file__).resolve().parent.parent
 SP2_DP2 = "accelerate_configs/cpu-sp2-dp2-shard.yaml"
 GPU_RECIPES = sorted(p for p in (REPO / "recipes").rglob("*.yaml") if "tiny-llama" not in str(p))
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from longctx.training.retrieval.haystack import passkey_documents
+from tests.helpers import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
-REPO = Path(__file__).resolve().parent.parent
 RECIPE = "tests/recipes/retrieval-proof.yaml"
 GRID = ["--tasks", "passkey", "--lengths", "64", "96", "128", "--depths", "0", "0.25", "0.5", "0.75", "1"]
 GRID += ["--samples", "8"]

@@ -13,7 +13,6 @@ from tests.helpers.launch import accelerate_launch, assert_ok
 from tests.helpers.tiny_model import tiny_checkpoint
 
 pytestmark = pytest.mark.distributed
-REPO = Path(__file__).resolve().parent.parent
 # fp32 on CPU: the SP runs reorder the same sums; a weighting or sharding bug moves the loss by >1e-3.
 RTOL = 1e-5
 

@@ -12,8 +12,8 @@ from data_prep.eval_split import eval_config, select
 from data_prep.pipeline import prepare_splits
 from data_prep.writer import DATASET, REPORT
 from longctx.config.recipe import RecipeError, parse_recipe
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
 CORPUS = REPO / "recipes/assets/tiny-haystack"
 

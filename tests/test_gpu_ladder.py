@@ -3,11 +3,11 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 sys.path[:0] = [str(REPO / "benchmarks")]
 
 import gpu_memory_ladder  # noqa: E402

@@ -17,8 +17,8 @@ from longctx.config.linear_layers import LinearAttention
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.training.flops import FlopCounts, causal_pairs, head_positions, real_tokens
 from longctx.training.metrics import ThroughputCallback, peak_memory_gib
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = sorted((ARCHITECTURES_DIR).glob("*/*"))
 
 # hidden 8, 2 query heads and 1 KV head of 4, MLP width 16, one layer, vocabulary 10

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from longctx.training.patches import OVERRIDES, PATCHES, fingerprint, mismatches, resolve, undecorated
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 MARK = "registered in longctx/training/patches.py"
 MOCK_PATCH_CALLS = {"mock.patch", "mock.patch.object", "patch", "patch.object", "unittest.mock.patch"}
 

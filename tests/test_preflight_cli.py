@@ -4,15 +4,14 @@ the version floors, and `make sft` refusing a launch this machine cannot run bef
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from longctx.preflight.checks.heads import valid_sp_sizes
 from longctx.preflight.checks.trl_limits import version_problems
 from longctx.preflight.cli import main
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
 ACCELERATE = sorted((REPO / "accelerate_configs").rglob("cpu-*.yaml"))  # GPU ones: --all --intended
 EIGHT = "tests/recipes/eight-gpu.yaml"

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from longctx.preflight.cli import main
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 BASES = {"cpu": "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", "gpu": "tests/recipes/eight-gpu.yaml"}
 GPU8 = ["--num-gpus", "8", "--gpu-memory-gb", "80"]
 DELETE = object()

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from longctx.preflight.checks.files import DEEPSPEED_TOP_KEYS, DEEPSPEED_ZERO_KEYS, PARALLELISM_KEYS
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
 
 
 def test_parallelism_keys_are_accelerates_launch_flags():

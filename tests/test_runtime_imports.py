@@ -11,7 +11,8 @@ disk, so a new tool is covered without editing this test) and `data_prep`. tests
 import ast
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
+
 RUNTIME = ("longctx.config", "longctx.training")
 ENTRYPOINT = REPO / "recipes" / "sft.py"
 

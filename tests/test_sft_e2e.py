@@ -6,15 +6,14 @@ it must show up nowhere in the output, the saved arguments, the trainer state or
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
 
+from tests.helpers import REPO
 from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
 from tests.helpers.launch import log_history
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.distributed
 
 
