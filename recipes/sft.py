@@ -36,6 +36,7 @@ from longctx.training.model_config import build_config, build_random_model, over
 from longctx.training.prepared_data import load_prepared, load_prepared_eval
 from longctx.training.resume import enable_resume
 from longctx.training.shutdown import exit_cleanly
+from longctx.training.sinks import install_for_recipe as install_sink_attention
 from longctx.training.sp_eval import enable_sp_eval, keep_sp_in_eval
 from longctx.training.sp_loss import install_token_weighted_sp_loss
 
@@ -175,6 +176,7 @@ def main(recipe, training_args, model_args):
     model = build_model(recipe, model_args, training_args)
     # packed documents attend only within themselves under sdpa; before accelerate wraps `sdpa` for SP
     isolation_line = install_for_recipe(recipe, model_args, model)
+    isolation_line += install_sink_attention(recipe, model_args, model)  # gpt-oss sinks, windows: sliced per rank
 
     # ---- trainer
     trainer = SFTTrainer(

@@ -13,6 +13,7 @@ import torch
 
 from longctx.config.paths import REPO_ROOT
 from longctx.config.rules.model_config import overrides_of
+from longctx.training.sinks import enable_sinks_and_windows
 
 
 def build_config(recipe, model_args, trust_remote_code: bool = False):
@@ -43,6 +44,8 @@ def build_random_model(recipe, model_args, seed: int, trust_remote_code: bool = 
     from transformers import AutoModelForCausalLM
 
     config = build_config(recipe, model_args, trust_remote_code)
+    # gpt-oss declares no sdpa support until its sinks have an sdpa that honours them (longctx/training/sinks.py)
+    enable_sinks_and_windows(config, model_args.attn_implementation)
     torch.manual_seed(seed)
     dtype = getattr(torch, model_args.dtype) if model_args.dtype not in (None, "auto") else torch.float32
     return AutoModelForCausalLM.from_config(
