@@ -1,45 +1,81 @@
-"""The sizes of a decoder-only transformer that the memory plan needs, read from its config.json."""
+"""The sizes of a decoder-only transformer that the memory plan needs, read from its config.json.
+
+Mixture-of-experts models (gpt-oss, Qwen3-MoE) keep every expert in their model states (ZeRO-3 shards and
+gathers all of them: the experts of a layer are a few fused tensors), while each token runs through only its
+top-k: activations and FLOPs count the active experts (`active_intermediate`), model states all of them
+(`layer_params`). Dense models have `experts == 0`.
+"""
 
 from dataclasses import dataclass
+
+# config.json key spellings of the expert counts and widths across model types (first found wins)
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+ACTIVE_KEYS = ("num_experts_per_tok", "experts_per_token")
+EXPERT_WIDTH_KEYS = ("moe_intermediate_size", "intermediate_size")
+
+
+def first_of(config: dict, keys: tuple[str, ...], default=0) -> int:
+    return int(next((config[k] for k in keys if config.get(k) is not None), default))
 
 
 @dataclass(frozen=True)
 class Arch:
     hidden: int
     layers: int
-    intermediate: int
+    intermediate: int  # the MLP width; for a MoE model, one expert's
     vocab: int
     heads: int
     kv_heads: int
     head_dim: int
     tied: bool
+    experts: int = 0  # routed experts per layer (0: a dense MLP)
+    active: int = 0  # experts each token runs through
 
     @classmethod
     def from_config(cls, config: dict) -> "Arch":
         config = config.get("text_config") or config
         heads = int(config["num_attention_heads"])
         hidden = int(config["hidden_size"])
+        experts = first_of(config, EXPERT_KEYS)
         return cls(
             hidden=hidden,
             layers=int(config["num_hidden_layers"]),
-            intermediate=int(config["intermediate_size"]),
+            intermediate=first_of(config, EXPERT_WIDTH_KEYS) if experts else int(config["intermediate_size"]),
             vocab=int(config["vocab_size"]),
             heads=heads,
             kv_heads=int(config.get("num_key_value_heads") or heads),
             head_dim=int(config.get("head_dim") or hidden // heads),
             tied=bool(config.get("tie_word_embeddings", False)),
+            experts=experts,
+            active=first_of(config, ACTIVE_KEYS) if experts else 0,
         )
 
     @property
+    def active_intermediate(self) -> int:
+        """The MLP width a token's activations and FLOPs see: one MLP, or its top-k experts side by side."""
+        return self.intermediate * self.active if self.experts else self.intermediate
+
+    @property
     def layer_params(self) -> int:
-        """q, k, v, o (K/V at their GQA width), gate/up/down, two norms."""
+        """q, k, v, o (K/V at their GQA width), gate/up/down (of every expert, plus the router), two norms."""
         attn = self.hidden * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
-        return attn + 3 * self.hidden * self.intermediate + 2 * self.hidden
+        mlp = 3 * self.hidden * self.intermediate * max(self.experts, 1) + self.hidden * self.experts
+        return attn + mlp + 2 * self.hidden
+
+    @property
+    def active_layer_params(self) -> int:
+        """What one token multiplies through in a layer: attention, the router and its top-k experts."""
+        inactive = 3 * self.hidden * self.intermediate * (self.experts - self.active) if self.experts else 0
+        return self.layer_params - inactive
 
     @property
     def params(self) -> int:
         embeddings = self.vocab * self.hidden * (1 if self.tied else 2)
         return self.layers * self.layer_params + embeddings + self.hidden
+
+    @property
+    def active_params(self) -> int:
+        return self.params - self.layers * (self.layer_params - self.active_layer_params)
 
     def lora_params(self, rank: int) -> int:
         """Adapters of rank r on every linear layer of every decoder layer (`all-linear`): r x (in + out) each."""

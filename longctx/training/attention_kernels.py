@@ -54,7 +54,7 @@ class CpuKernel:
         lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32)
         for q0, q1, k0, k1, causal in self.tiles:
             mask = None if causal else self.band(q0, q1, k0, k1, q.dtype)
-            o, l = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            o, block_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
                 *(t[a:b].transpose(0, 1)[None].contiguous() for t, a, b in ((q, q0, q1), (k, k0, k1), (v, k0, k1))),
                 0.0,
                 causal,
@@ -62,7 +62,7 @@ class CpuKernel:
                 scale=self.scale,
             )
             out[q0:q1] = o[0].transpose(0, 1)
-            lse[:, q0:q1] = l[0].float()
+            lse[:, q0:q1] = block_lse[0].float()
         s = self.singles
         if len(s):  # a token alone: softmax over one key is 1
             out[s] = v[s]

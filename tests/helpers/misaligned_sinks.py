@@ -9,7 +9,7 @@ from pathlib import Path
 
 # run as a script, this folder is sys.path[0], where tests/helpers/secrets.py would shadow the standard library's
 sys.path.remove(str(Path(__file__).resolve().parent))
-import longctx.training.sinks as sinks  # noqa: E402
+from longctx.training import sinks
 
 
 def first_heads_sinks(all_sinks, heads):
