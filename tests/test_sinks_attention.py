@@ -14,8 +14,9 @@ import torch
 from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
 
 from longctx.training import isolation
+from longctx.training.attention_kernels import document_attention
 from longctx.training.isolation import isolated_sdpa_attention
-from longctx.training.sinks import document_attention, sink_sdpa_attention
+from longctx.training.sinks import sink_sdpa_attention
 
 HEADS, KV_HEADS, DIM = 4, 2, 8
 MODULE = SimpleNamespace(num_key_value_groups=HEADS // KV_HEADS, is_causal=True, training=True)

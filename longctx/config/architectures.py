@@ -11,6 +11,10 @@ from pathlib import Path
 
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT
 
+# Model types whose attention adds a learned sink logit per query head (`s_aux`): preflight requires sdpa for them
+# and the runtime (longctx/training/sinks.py) slices the sinks per SP rank.
+SINK_MODEL_TYPES = ("gpt_oss",)
+
 
 def hf_cache_file(name: str, filename: str) -> Path | None:
     """`filename` of the newest snapshot of Hub model `name` in the local Hugging Face cache, if any."""

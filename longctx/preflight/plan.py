@@ -52,6 +52,23 @@ def heads_line(launch) -> str:
     )
 
 
+def attention_line(launch) -> str | None:
+    """Which layers slide (their window applies inside each packed document) and whether heads carry sinks."""
+    facts = launch.facts
+    sliding = facts.sliding_layers
+    if not sliding and not facts.has_sinks:
+        return None
+    layers = int(facts.config["num_hidden_layers"])
+    shown = ", ".join(map(str, sliding[:6])) + (", ..." if len(sliding) > 6 else "")
+    line = f"attention layers: {layers - len(sliding)} full"
+    if sliding:
+        line += f", {len(sliding)} sliding (window {facts.config.get('sliding_window')}, per document; layers {shown})"
+    if facts.has_sinks:
+        per_rank = facts.num_heads // launch.topo.sp_size
+        line += f"; one sink per query head, {per_rank} heads' sinks on each rank at sp={launch.topo.sp_size}"
+    return line
+
+
 def plan_dict(launch) -> dict | None:
     """The memory plan as data (for --json), or None without a model config or max_length."""
     if launch.facts is None or launch.topo is None or not launch.sft.max_length:
@@ -75,6 +92,8 @@ def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
     lines = mesh_lines(launch) + ([heads_line(launch)] if launch.facts is not None else [])
+    layout = attention_line(launch) if launch.facts is not None else None
+    lines += [layout] if layout else []
     data = plan_dict(launch)
     if data is None:
         return lines + ["memory: unavailable (no model config or no max_length)"]

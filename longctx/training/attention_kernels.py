@@ -5,7 +5,7 @@ the sink is the output without it times exp(lse - lse'), where lse is the log-su
 and lse' = logaddexp(lse, sink). A kernel that returns lse gives the forward; for the backward, the same
 kernel's backward fed the rescaled output and lse' computes exactly the gradients of attention with the
 sink (its probabilities are exp(score - lse') and its row term is dO . O', both the sink's), so no S x S
-tensor is ever built. longctx/training/sinks.py holds that autograd function; this module holds the pairs:
+tensor is ever built. `SinkAttention` below is that autograd function, over one of these kernel pairs:
 
 - `CpuKernel`: torch's CPU flash kernels (`_scaled_dot_product_flash_attention_for_cpu` and its backward,
   both take a given lse), one call per document: `is_causal` for full attention, and for a sliding window
@@ -17,10 +17,13 @@ tensor is ever built. longctx/training/sinks.py holds that autograd function; th
 
 Both take flattened tokens: q [T, H, D], k and v [T, Hkv, D], with `cu` the int32 document offsets
 (longctx/training/varlen.py `cu_seqlens`), and return out [T, H, D] and lse [H, T] (float32).
-A window follows transformers: a query sees at most `window` keys, itself included.
+A window follows transformers: a query sees at most `window` keys, itself included. `document_attention` is the
+entry point: longctx/training/sinks.py (sinks, under SP) and isolation.py (CPU sliding windows) call it.
 """
 
 import torch
+
+from longctx.training.varlen import cu_seqlens
 
 
 class CpuKernel:
@@ -117,3 +120,54 @@ class VarlenKernel:
             dout.contiguous(), q, k, v, out, lse, self.cu, self.cu, self.longest, self.longest, self.causal,
             self.rng, self.scale, self.window,
         )  # fmt: skip
+
+
+class SinkAttention(torch.autograd.Function):
+    """Attention over flattened packed tokens through `kernel`, with an optional sink logit per head."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, sinks, kernel):
+        out, lse = kernel.forward(query, key, value)
+        if sinks is not None:
+            total = torch.logaddexp(lse, sinks.detach().float()[:, None])  # [H, T]: the sink joins the softmax
+            out = (out.float() * (lse - total).exp().T[..., None]).to(query.dtype)
+            lse = total
+        ctx.kernel = kernel
+        ctx.save_for_backward(query, key, value, out, lse, sinks)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        query, key, value, out, lse, sinks = ctx.saved_tensors
+        dq, dk, dv = ctx.kernel.backward(dout, query, key, value, out, lse)
+        dsinks = None
+        if sinks is not None and ctx.needs_input_grad[3]:
+            # d loss / d sink_h = -sum_i p_sink(i, h) * (dO_i . O_i): the softmax row term of the sink's column
+            p_sink = (sinks.detach().float()[:, None] - lse).exp()
+            dsinks = -(p_sink * (dout.float() * out.float()).sum(-1).T).sum(1).to(sinks.dtype)
+        return dq, dk, dv, dsinks, None
+
+
+def pick_kernel(query: torch.Tensor, cu: torch.Tensor, scale: float, window: int | None):
+    if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
+        return VarlenKernel(cu, scale, window)
+    if query.device.type == "cpu":
+        return CpuKernel(cu, scale, window)
+    raise ValueError(
+        f"attention with sinks or a sliding window runs on CPU or on CUDA in bf16/fp16, not {query.device} "
+        f"{query.dtype}; train in bf16 (`bf16: true`, `dtype: bfloat16`)"
+    )
+
+
+def document_attention(query, key, value, position_ids, scaling=None, window=None, sinks=None) -> torch.Tensor:
+    """[B, H, S, D] in (K/V may have fewer heads), [B, S, H, D] out: each document alone, windowed, with sinks."""
+    batch, heads, length, dim = query.shape
+    cu, _ = cu_seqlens(position_ids.expand(batch, -1))
+    scale = scaling if scaling is not None else dim**-0.5
+
+    def flat(t):
+        return t.transpose(1, 2).reshape(batch * length, t.shape[1], dim)
+
+    kernel = pick_kernel(query, cu, scale, window)
+    out = SinkAttention.apply(flat(query), flat(key), flat(value), sinks, kernel)
+    return out.view(batch, length, heads, dim)

@@ -29,6 +29,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from longctx.training.attention_kernels import document_attention
 from longctx.training.varlen import varlen_attention, varlen_kernel
 
 # Only tiny documents are grouped into one sdpa call, while the group spans at most this many tokens. A masked call
@@ -121,8 +122,6 @@ def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0
         out = varlen_attention(kernel, query, key, value, position_ids, scaling, window)
         return out, None
     if window:  # the CPU path of a sliding-window layer: per document, in window-sized blocks
-        from longctx.training.sinks import document_attention
-
         return document_attention(query, key, value, position_ids, scaling, window), None
     kwargs.pop("is_causal", None)
     # The mask (if any) is the model's causal+padding mask; padding is on the right and has position 0, so the

@@ -25,61 +25,12 @@ import torch
 from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from longctx.training.attention_kernels import CpuKernel, VarlenKernel
-from longctx.training.varlen import cu_seqlens
+from longctx.config.architectures import SINK_MODEL_TYPES
+from longctx.training.attention_kernels import document_attention
+from longctx.training.isolation import _state as isolation
+from longctx.training.isolation import sliding_window_layers
 
 _state = {"inner": None}  # the `sdpa` function calls without sinks or windows go to
-
-
-class SinkAttention(torch.autograd.Function):
-    """Attention over flattened packed tokens through `kernel`, with an optional sink logit per head."""
-
-    @staticmethod
-    def forward(ctx, query, key, value, sinks, kernel):
-        out, lse = kernel.forward(query, key, value)
-        if sinks is not None:
-            total = torch.logaddexp(lse, sinks.detach().float()[:, None])  # [H, T]: the sink joins the softmax
-            out = (out.float() * (lse - total).exp().T[..., None]).to(query.dtype)
-            lse = total
-        ctx.kernel = kernel
-        ctx.save_for_backward(query, key, value, out, lse, sinks)
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        query, key, value, out, lse, sinks = ctx.saved_tensors
-        dq, dk, dv = ctx.kernel.backward(dout, query, key, value, out, lse)
-        dsinks = None
-        if sinks is not None and ctx.needs_input_grad[3]:
-            # d loss / d sink_h = -sum_i p_sink(i, h) * (dO_i . O_i): the softmax row term of the sink's column
-            p_sink = (sinks.detach().float()[:, None] - lse).exp()
-            dsinks = -(p_sink * (dout.float() * out.float()).sum(-1).T).sum(1).to(sinks.dtype)
-        return dq, dk, dv, dsinks, None
-
-
-def pick_kernel(query: torch.Tensor, cu: torch.Tensor, scale: float, window: int | None):
-    if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
-        return VarlenKernel(cu, scale, window)
-    if query.device.type == "cpu":
-        return CpuKernel(cu, scale, window)
-    raise ValueError(
-        f"attention with sinks or a sliding window runs on CPU or on CUDA in bf16/fp16, not {query.device} "
-        f"{query.dtype}; train in bf16 (`bf16: true`, `dtype: bfloat16`)"
-    )
-
-
-def document_attention(query, key, value, position_ids, scaling=None, window=None, sinks=None) -> torch.Tensor:
-    """[B, H, S, D] in (K/V may have fewer heads), [B, S, H, D] out: each document alone, windowed, with sinks."""
-    batch, heads, length, dim = query.shape
-    cu, _ = cu_seqlens(position_ids.expand(batch, -1))
-    scale = scaling if scaling is not None else dim**-0.5
-
-    def flat(t):
-        return t.transpose(1, 2).reshape(batch * length, t.shape[1], dim)
-
-    kernel = pick_kernel(query, cu, scale, window)
-    out = SinkAttention.apply(flat(query), flat(key), flat(value), sinks, kernel)
-    return out.view(batch, length, heads, dim)
 
 
 def dense_attention(query, key, value, mask, scaling, sinks=None) -> torch.Tensor:
@@ -121,8 +72,6 @@ def sink_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, 
         return _state["inner"](module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     if dropout:
         raise ValueError("attention dropout is not supported with sinks or sliding windows; set attention_dropout: 0")
-    from longctx.training.isolation import _state as isolation
-
     sinks = None if sinks is None else local_sinks(sinks, query.shape[1])
     position_ids = kwargs.get("position_ids")
     length = query.shape[2]
@@ -134,14 +83,14 @@ def sink_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, 
     return document_attention(query, key, value, position_ids, scaling, window, sinks), None
 
 
-# Architectures whose attention takes `s_aux` and whose class refuses sdpa only for that reason.
+# Architectures whose attention takes `s_aux` (longctx/config/architectures.py SINK_MODEL_TYPES, which preflight
+# reads) and whose class refuses sdpa only for that reason.
 SINK_MODELS = {"gpt_oss": "transformers.models.gpt_oss.modeling_gpt_oss.GptOssPreTrainedModel"}
+assert set(SINK_MODELS) == set(SINK_MODEL_TYPES), "one list of sink models: longctx/config/architectures.py"
 
 
 def needs_sink_attention(config) -> bool:
     """Whether this config's attention has sinks or sliding-window layers (both need `sink_sdpa_attention`)."""
-    from longctx.training.isolation import sliding_window_layers
-
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return getattr(text, "model_type", None) in SINK_MODELS or sliding_window_layers(text)
 
@@ -169,12 +118,13 @@ def enable_sinks_and_windows(config, attn_implementation: str | None) -> str | N
 
 def install_for_recipe(recipe, model_args, model) -> str:
     """The entrypoint's one call, after document isolation registered `sdpa`: "" or a line to print after it."""
-    from longctx.training.model_config import build_config
-
     config = getattr(model, "config", None)
-    if config is None:  # a pretrained path: the architecture it will load, with the recipe's overrides
+    if config is None:  # a pretrained path: the architecture it will load (local or cached)
+        from transformers import AutoConfig
+
+        source = getattr(recipe, "model_config_source", None) or model_args.model_name_or_path
         try:
-            config = build_config(recipe, model_args)
+            config = AutoConfig.from_pretrained(source, revision=model_args.model_revision)
         except (OSError, ValueError):
             config = None
     line = enable_sinks_and_windows(config, model_args.attn_implementation)
