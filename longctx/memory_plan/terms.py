@@ -96,7 +96,10 @@ def mlp(arch: Arch, s: int, tiled_mlp: bool, shards: int | None, kernels: str = 
     experts (`Arch.active_intermediate`). TiledMLP (ALST, section 3.2) runs ceil(s / h) tiles (or
     `tiled_mlp_shards`) one at a time, so one tile's share exists."""
     tiles = (shards or max(math.ceil(s / arch.hidden), 1)) if tiled_mlp else 1
-    return copies(kernels)["mlp"] * s * arch.active_intermediate * BF16 / tiles
+    # the expert loop (transformers' GptOssExperts, Qwen3MoeExperts) also gathers each routed token's hidden state,
+    # and keeps the expert's output and its weighted copy: 3 x s x h per active expert (read from the code)
+    routed = 3 * s * arch.hidden * arch.active * BF16
+    return (copies(kernels)["mlp"] * s * arch.active_intermediate * BF16 + routed) / tiles
 
 
 def lm_head(arch: Arch, s: int, head: str, trainable_head: bool = True) -> float:

@@ -8,11 +8,14 @@ training on GPU clusters", eq. 3, before its recompute factor):
     model   = 3 * forward
 
 P_layers counts the matmul weights of the decoder layers with their real K/V width (GQA: k and v
-projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs).
+projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs). A
+mixture of experts counts what a token runs through: the router and its top-k experts (MFU on active
+parameters; gpt-oss-20b: 3.6B of 20.9B).
 `pairs` is the number of (query, key) pairs causal attention scores, summed per document: a query at
 index i of its document sees i + 1 keys, so a document of n tokens has n (n + 1) / 2 pairs and a packed
 row costs the sum over its documents, not the square of the row. QK^T and AV run over every query head
-(H, not the KV head count), 2 FLOPs each per pair and head dimension.
+(H, not the KV head count), 2 FLOPs each per pair and head dimension. A sliding-window layer (gpt-oss's
+even layers) scores at most `window` keys a query: its pairs are counted with that cap (`windowed_pairs`).
 
 Hardware FLOPs (for HFU) add what is computed twice: gradient checkpointing re-runs every decoder layer's
 forward in backward; TiledMLP recomputes each MLP tile's forward in its backward (on top of the
@@ -32,7 +35,9 @@ class FlopCounts:
     layers: float  # 2 * matmul weights of all decoder layers
     head: float  # 2 * V * h
     mlp: float  # 2 * 3 * h * I * L: the part TiledMLP recomputes
-    attention: float  # 4 * L * H * d per causal (query, key) pair
+    attention: float  # 4 * L_full * H * d per causal (query, key) pair
+    sliding: float = 0.0  # 4 * L_sliding * H * d per windowed pair
+    window: int | None = None  # the sliding layers' window
 
     @classmethod
     def from_config(cls, config) -> "FlopCounts":
@@ -40,37 +45,53 @@ class FlopCounts:
         hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or hidden // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
-        mlp = 3 * hidden * config.intermediate_size
+        experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None) or 0
+        if experts:  # the router and the top-k experts a token runs through
+            width = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
+            mlp = 3 * hidden * width * config.num_experts_per_tok + hidden * experts
+        else:
+            mlp = 3 * hidden * config.intermediate_size
         per_layer = hidden * head_dim * (2 * heads + 2 * kv) + mlp
+        types = getattr(config, "layer_types", None) or []
+        window = getattr(config, "sliding_window", None) if "sliding_attention" in types else None
+        sliding = sum(kind == "sliding_attention" for kind in types) if window else 0
         return cls(
             2.0 * layers * per_layer,
             2.0 * config.vocab_size * hidden,
             2.0 * layers * mlp,
-            4.0 * layers * heads * head_dim,
+            4.0 * (layers - sliding) * heads * head_dim,
+            4.0 * sliding * heads * head_dim,
+            window,
         )
 
-    def model(self, tokens: float, pairs: float) -> float:
+    def model(self, tokens: float, pairs: float, windowed_pairs: float = 0.0) -> float:
         """Forward plus backward, no recompute: the numerator of MFU."""
-        return 3 * (tokens * (self.layers + self.head) + self.attention * pairs)
+        return 3 * (tokens * (self.layers + self.head) + self.attention * pairs + self.sliding * windowed_pairs)
 
     def hardware(
-        self, tokens: float, pairs: float, grad_ckpt: bool, tiled_mlp: bool, fused_head: bool = True
+        self,
+        tokens: float,
+        pairs: float,
+        grad_ckpt: bool,
+        tiled_mlp: bool,
+        fused_head: bool = True,
+        windowed_pairs: float = 0.0,
     ) -> float:
         """`model` plus the recomputed forwards: the numerator of HFU."""
-        extra = (tokens * self.layers + self.attention * pairs) if grad_ckpt else 0.0
+        extra = (tokens * self.layers + self.attention * pairs + self.sliding * windowed_pairs) if grad_ckpt else 0.0
         extra += tokens * self.mlp if tiled_mlp else 0.0
         extra += tokens * self.head if fused_head else 0.0
-        return self.model(tokens, pairs) + extra
+        return self.model(tokens, pairs, windowed_pairs) + extra
 
 
-def causal_pairs(position_ids: torch.Tensor) -> int:
+def causal_pairs(position_ids: torch.Tensor, window: int | None = None) -> int:
     """Causal (query, key) pairs of the queries in these [B, S] positions, document by document.
 
     A document starts at each break (a step other than +1, transformers' rule). A query's index in its
     document is its distance from that start; for the first segment of a row the start is not in view
     (under SP a rank holds a slice of the row), so its index is its position id, which is exact when
     documents start at position 0, as data_prep and TRL's packing write them. Summed over the ranks of
-    an SP group, the slices give the row's total.
+    an SP group, the slices give the row's total. With a `window`, a query scores at most that many keys.
     """
     pos = position_ids.reshape(-1, position_ids.shape[-1]).long()
     starts = torch.zeros_like(pos, dtype=torch.bool)
@@ -78,7 +99,8 @@ def causal_pairs(position_ids: torch.Tensor) -> int:
     index = torch.arange(pos.shape[1], device=pos.device).expand_as(pos)
     start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values
     within = torch.where(start_index == 0, pos, index - start_index)  # first segment: its position id
-    return int((within + 1).sum())
+    keys = within + 1
+    return int((keys.clamp(max=window) if window else keys).sum())
 
 
 def real_tokens(input_ids: torch.Tensor, pad_token_id: int | None) -> int:

@@ -58,7 +58,7 @@ class ThroughputCallback(TrainerCallback):
         self.recompute = {"grad_ckpt": grad_ckpt, "tiled_mlp": tiled_mlp}
         self.pad_token_id = pad_token_id
         self.peak_flops = device_peak_flops()
-        self.counts = [0.0, 0.0, 0.0]  # tokens, real tokens, causal pairs
+        self.counts = [0.0, 0.0, 0.0, 0.0]  # tokens, real tokens, causal pairs, windowed pairs (sliding layers)
         self.start = None
         model.register_forward_pre_hook(self._count, with_kwargs=True)
 
@@ -71,6 +71,7 @@ class ThroughputCallback(TrainerCallback):
         self.counts[0] += ids.numel()
         self.counts[1] += real_tokens(ids, self.pad_token_id)
         self.counts[2] += causal_pairs(pos.expand_as(ids))
+        self.counts[3] += causal_pairs(pos.expand_as(ids), self.flops.window) if self.flops.window else 0
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.start is None:
@@ -86,7 +87,7 @@ class ThroughputCallback(TrainerCallback):
         if state.is_world_process_zero:
             shown = ", ".join(f"{k}={v:.4g}" for k, v in row.items())
             print(f"[metrics] step {state.global_step}: {shown}", flush=True)
-        self.counts = [0.0, 0.0, 0.0]
+        self.counts = [0.0, 0.0, 0.0, 0.0]
         self.start = time.perf_counter()
 
     def _row(self, elapsed: float) -> dict:
@@ -99,8 +100,8 @@ class ThroughputCallback(TrainerCallback):
             dist.all_reduce(totals)
             dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # the rank closest to running out
             world = dist.get_world_size()
-        tokens, real, pairs = totals.tolist()
-        model_flops = self.flops.model(tokens, pairs) / elapsed / world
+        tokens, real, pairs, windowed = totals.tolist()
+        model_flops = self.flops.model(tokens, pairs, windowed) / elapsed / world
         row = {
             "tokens_per_s": tokens / elapsed,
             "tokens_per_s_per_gpu": tokens / elapsed / world,
@@ -111,7 +112,8 @@ class ThroughputCallback(TrainerCallback):
         }
         if self.peak_flops:
             row["mfu"] = model_flops / self.peak_flops
-            row["hfu"] = self.flops.hardware(tokens, pairs, **self.recompute) / elapsed / world / self.peak_flops
+            hardware = self.flops.hardware(tokens, pairs, **self.recompute, windowed_pairs=windowed)
+            row["hfu"] = hardware / elapsed / world / self.peak_flops
         return row
 
 
