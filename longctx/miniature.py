@@ -42,6 +42,7 @@ def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids
         )
     if isinstance(config.get("layer_types"), list):
         mini["layer_types"] = config["layer_types"][:LAYERS]
+    mini.pop("quantization_config", None)  # random weights are never quantized (gpt-oss's Hub experts are MXFP4)
     if "max_window_layers" in config:
         mini["max_window_layers"] = min(int(config["max_window_layers"]), LAYERS)
     return mini

@@ -76,3 +76,21 @@ def build_model(recipe, model_args, training_args):
     except (ValueError, TypeError) as exc:
         raise RecipeError(recipe.config_source, [str(exc)]) from None
     return model_args.model_name_or_path
+
+
+def training_quantization(model_name_or_path: str, revision: str | None = None):
+    """`Mxfp4Config(dequantize=True)` for a checkpoint stored in MXFP4 (gpt-oss), else None.
+
+    Why: gpt-oss's Hub weights keep the experts in MXFP4, which transformers cannot train ("MXFP4 quantization
+    don't support training"); its own advice is to load them dequantized to bf16, which full fine-tuning needs.
+    The config is read from disk only (local folder or cache); an unreadable one means no quantization to undo.
+    """
+    from transformers import AutoConfig, Mxfp4Config
+
+    try:
+        config = AutoConfig.from_pretrained(model_name_or_path, revision=revision)
+    except (OSError, ValueError):
+        return None
+    quantization = getattr(config, "quantization_config", None) or {}
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else quantization.quant_method
+    return Mxfp4Config(dequantize=True) if method == "mxfp4" else None

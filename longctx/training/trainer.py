@@ -15,6 +15,7 @@ from longctx.training.alst import apply_alst
 from longctx.training.isolation import keep_packed_positions, require_position_ids
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
+from longctx.training.model_config import training_quantization
 from longctx.training.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.sp_eval import TokenLoss, label_tokens, report_token_mean, sp_eval_dataloader, sp_eval_loss
 from longctx.training.sp_loss import count_step_label_tokens, weights_by_step
@@ -26,6 +27,10 @@ class LongContextSFTTrainer(SFTTrainer):
 
     def __init__(self, *args, recipe, **kwargs):
         self.recipe = recipe
+        if isinstance(kwargs.get("model"), str) and kwargs.get("quantization_config") is None:
+            # a checkpoint stored in MXFP4 (gpt-oss) loads dequantized to bf16: transformers cannot train MXFP4
+            revision = (kwargs["args"].model_init_kwargs or {}).get("revision")
+            kwargs["quantization_config"] = training_quantization(kwargs["model"], revision)
         self.eval_token_loss = TokenLoss()  # this evaluation's label-token-weighted loss sums, on this rank
         super().__init__(*args, **kwargs)
         # the token-weighted SP loss is already normalized over the step's micro-batches: the Trainer must not
