@@ -30,6 +30,13 @@ FAMILY_TOKENS = {
         "pad": "<|endoftext|>",
         "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>"],
     },
+    "gpt_oss": {  # harmony (o200k_harmony): config.json eos 200002 = <|return|>, pad 199999 = <|endoftext|>
+        "bos": None,  # <|startoftext|> exists, but neither the tokenizer nor the harmony template adds it
+        "eos": "<|return|>",
+        "pad": "<|endoftext|>",
+        "extra": ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"]
+        + ["<|call|>"],
+    },
 }
 
 
