@@ -10,6 +10,7 @@ will on the real tokenizer.
 """
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 from longctx.config.architectures import hf_cache_file
@@ -36,6 +37,9 @@ FAMILY_TOKENS = {
         "pad": "<|endoftext|>",
         "extra": ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"]
         + ["<|call|>"],
+        # harmony renders a long fixed system preamble on every conversation: at the default size the stand-in
+        # spends ~200 of the rehearsal's 256 tokens on it, so it learns the rendered text with a larger vocabulary
+        "vocab": 1024,
     },
 }
 
@@ -62,11 +66,13 @@ def stand_in_tokenizer(kind: str, corpus: list[str], chat_template: str | None):
 
     spec = FAMILY_TOKENS[kind]
     special = [t for t in (spec["bos"], spec["eos"], spec["pad"]) if t] + spec["extra"]
+    if "vocab" in spec and chat_template:
+        corpus = corpus + rendered_chats(corpus, chat_template)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=384,
+        vocab_size=spec.get("vocab", 384),
         special_tokens=special,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -82,6 +88,14 @@ def stand_in_tokenizer(kind: str, corpus: list[str], chat_template: str | None):
     )
     fast.chat_template = chat_template
     return fast
+
+
+def rendered_chats(texts: list[str], chat_template: str) -> list[str]:
+    """`texts` as user/assistant turns through the chat template: what the tokenizer will see in training."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    turns = [[{"role": "user", "content": a}, {"role": "assistant", "content": b}] for a, b in pairwise(texts)]
+    return render_jinja_template(conversations=turns, chat_template=chat_template)[0]
 
 
 def token_ids(tokenizer) -> dict:

@@ -34,7 +34,25 @@ def load_model(recipe, sft, model_args, checkpoint: str | None):
     if checkpoint is None and recipe.model_init == "random":
         return build_random_model(recipe, model_args, sft.seed, sft.trust_remote_code), tok
     kwargs = {"attn_implementation": model_args.attn_implementation, "dtype": model_args.dtype}
+    sink_model_fixes(source, model_args.attn_implementation, kwargs)
     return AutoModelForCausalLM.from_pretrained(source, trust_remote_code=sft.trust_remote_code, **kwargs), tok
+
+
+def sink_model_fixes(source: str, attn_implementation: str, kwargs: dict) -> None:
+    """gpt-oss as training runs it: the sink-aware `sdpa` (sinks sliced per SP rank) registered before the model
+    loads, and MXFP4 experts (the Hub checkpoint) dequantized to bf16."""
+    from transformers import AutoConfig
+
+    from longctx.training.model_config import training_quantization
+    from longctx.training.sinks import enable_sinks_and_windows
+
+    try:
+        enable_sinks_and_windows(AutoConfig.from_pretrained(source), attn_implementation)
+    except (OSError, ValueError):
+        return  # from_pretrained says why the source cannot be read
+    quantization = training_quantization(source)
+    if quantization is not None:
+        kwargs["quantization_config"] = quantization
 
 
 def prepare(model, sft):

@@ -22,6 +22,7 @@ from longctx.config.keys import override_values, split_argv
 from longctx.leak_probe.data import IGNORE, LAYOUTS, packed_batch, perturbed, shift_labels, spans
 from longctx.leak_probe.model import VOCAB, build_probe_model, load_architecture, recipe_model, tiny_config
 from longctx.training.isolation import install_document_isolation, set_isolation_enabled
+from longctx.training.sinks import enable_sinks_and_windows
 
 LOGIT_ATOL = 1e-5  # fp32: an isolated document is computed bit-for-bit alike; a leak moves logits by ~1e-2
 PARITY_RTOL = 1e-5  # fp32 reordering of the same sums (all-to-all, per-document calls), as in the SP parity gate
@@ -148,6 +149,8 @@ def run(
     batch = packed_batch(config.vocab_size, layouts=layouts)
     report = {"recipe": recipe, "model": name, "attn_implementation": attn, "sp": sp, "device": device}
     report["install"] = install_document_isolation(attn, config, enabled=isolation)
+    sinks_line = enable_sinks_and_windows(config, attn)  # gpt-oss: wraps the `sdpa` just registered
+    report["install"] += f"\n{sinks_line}" if sinks_line else ""
     atol = LOGIT_ATOL if model.dtype == torch.float32 else BF16_ATOL
     if parity:
         packed_sp1 = packed_loss_and_grads(model, batch, 0, 1)
