@@ -37,8 +37,9 @@ def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids
         **(token_ids or {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}),
     )
     if real_head_dim * int(config["num_attention_heads"]) != config["hidden_size"]:
-        mini["hidden_size"] = round(
-            heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"])
+        # a multiple of 8: torch's grouped_mm (transformers' expert kernels) needs 16-byte strides
+        mini["hidden_size"] = 8 * max(
+            round(heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"]) / 8), 1
         )
     if isinstance(config.get("layer_types"), list):
         mini["layer_types"] = config["layer_types"][:LAYERS]
