@@ -57,3 +57,27 @@ def test_preflight_reads_the_layer_pattern_and_requires_sdpa_for_sinks(capsys):
     assert main(["gptoss20b-128k", "--num-gpus", "8", "--", "--attn_implementation", "flash_attention_2"]) == 1
     out = capsys.readouterr().out
     assert "gpt_oss has a learned attention sink per head, which flash_attention_2 does not apply" in out
+
+
+def test_probe_at_sp1_isolates_and_matches_documents_one_by_one(tmp_path, capsys):
+    """`make probe RECIPE=gptoss20b-128k` in process at sp=1: the miniature gpt-oss (sinks, a sliding layer) keeps
+    packed documents apart, and its packed loss and gradients equal the documents run one by one."""
+    from longctx.leak_probe.cli import main
+
+    out = tmp_path / "report.json"
+    assert main(["gptoss20b-128k", "--json", str(out), "--parity"]) == 0
+    report = json.loads(out.read_text())
+    assert report["leaks"] == [] and report["parity"] == []
+    assert "[sinks] sdpa: each rank's heads get their own sinks" in report["install"]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_probe_at_sp2_isolates_and_stock_leaks(tmp_path):
+    """The same at sp=2 under accelerate launch; stock sdpa (isolation off) must leak there."""
+    from longctx.leak_probe.cli import main
+
+    out = tmp_path / "report.json"
+    assert main(["gptoss20b-128k", "--sp", "2", "--json", str(out), "--parity", "--compare-stock"]) == 0
+    report = json.loads(out.read_text())
+    assert report["leaks"] == [] and report["parity"] == [] and report["stock_leaks"]
