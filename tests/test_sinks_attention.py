@@ -123,3 +123,19 @@ def test_sinks_change_the_output():
     with_sinks = document_attention(q, k, v, position_ids, SCALE, None, sinks)
     without = document_attention(q, k, v, position_ids, SCALE, None)
     assert (with_sinks - without).abs().max() > 0.1
+
+
+def test_padding_mask_at_sp1_takes_the_eager_formula(monkeypatch):
+    """Unpacked rows with a padding mask (sp=1; under SP masks are dropped): the mask is applied as eager does."""
+    monkeypatch.setitem(isolation._state, "enabled", True)
+    position_ids = positions([[48]])
+    q, k, v, sinks = inputs(*position_ids.shape)
+    mask = dense_mask(position_ids, 4)
+    mask[..., 40:] = float("-inf")  # the last 8 keys are padding
+    mask[..., 40:, :] = 0.0  # padded queries see everything (their outputs are not trained)
+    out, _ = sink_sdpa_attention(
+        MODULE, q, k, v, mask, scaling=SCALE, sliding_window=4, s_aux=sinks, position_ids=position_ids
+    )
+    module = SimpleNamespace(sinks=sinks, num_key_value_groups=HEADS // KV_HEADS, training=False)
+    want, _ = eager_attention_forward(module, q, k, v, mask, SCALE)
+    assert_same_with_grads(out, want, (q, k, v, sinks))
