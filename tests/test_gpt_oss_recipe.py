@@ -59,7 +59,25 @@ def test_preflight_reads_the_layer_pattern_and_requires_sdpa_for_sinks(capsys):
     assert "gpt_oss has a learned attention sink per head, which flash_attention_2 does not apply" in out
 
 
-def test_probe_at_sp1_isolates_and_matches_documents_one_by_one(tmp_path, capsys):
+@pytest.fixture
+def restored_attention_registries(monkeypatch):
+    """The in-process probe registers `sdpa` (isolation, sinks) process-wide: put everything back afterwards."""
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssPreTrainedModel
+
+    from longctx.training import isolation, sinks
+
+    for registry in (ALL_ATTENTION_FUNCTIONS, ALL_MASK_ATTENTION_FUNCTIONS):
+        monkeypatch.setitem(registry._global_mapping, "sdpa", registry._global_mapping["sdpa"])
+    for state in (isolation._state, sinks._state):
+        for key, value in state.items():
+            monkeypatch.setitem(state, key, value)
+    monkeypatch.setattr(GptOssPreTrainedModel, "_supports_sdpa", GptOssPreTrainedModel._supports_sdpa)
+
+
+@pytest.mark.usefixtures("restored_attention_registries")
+def test_probe_at_sp1_isolates_and_matches_documents_one_by_one(tmp_path):
     """`make probe RECIPE=gptoss20b-128k` in process at sp=1: the miniature gpt-oss (sinks, a sliding layer) keeps
     packed documents apart, and its packed loss and gradients equal the documents run one by one."""
     from longctx.leak_probe.cli import main
