@@ -8,6 +8,7 @@ import pytest
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.estimate import estimate
+from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture)
 
 SNAPSHOT = ARCHITECTURES_DIR / "openai/gpt-oss-20b"
 
@@ -57,23 +58,6 @@ def test_preflight_reads_the_layer_pattern_and_requires_sdpa_for_sinks(capsys):
     assert main(["gptoss20b-128k", "--num-gpus", "8", "--", "--attn_implementation", "flash_attention_2"]) == 1
     out = capsys.readouterr().out
     assert "gpt_oss has a learned attention sink per head, which flash_attention_2 does not apply" in out
-
-
-@pytest.fixture
-def restored_attention_registries(monkeypatch):
-    """The in-process probe registers `sdpa` (isolation, sinks) process-wide: put everything back afterwards."""
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssPreTrainedModel
-
-    from longctx.training import isolation, sinks
-
-    for registry in (ALL_ATTENTION_FUNCTIONS, ALL_MASK_ATTENTION_FUNCTIONS):
-        monkeypatch.setitem(registry._global_mapping, "sdpa", registry._global_mapping["sdpa"])
-    for state in (isolation._state, sinks._state):
-        for key, value in state.items():
-            monkeypatch.setitem(state, key, value)
-    monkeypatch.setattr(GptOssPreTrainedModel, "_supports_sdpa", GptOssPreTrainedModel._supports_sdpa)
 
 
 @pytest.mark.usefixtures("restored_attention_registries")

@@ -7,6 +7,7 @@ import pytest
 from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.config.rules.isolation import isolation_guarantee, packed_isolation_problems
 from longctx.training.isolation import install_document_isolation, sliding_window_layers
+from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture)
 
 TOPO = SimpleNamespace(sp_size=2)
 
@@ -67,6 +68,7 @@ def test_check_recipe_refuses_packing_with_eager():
     assert recipe.allow_cross_document_attention is True
 
 
+@pytest.mark.usefixtures("restored_attention_registries")
 def test_sliding_window_models_are_isolated_under_sdpa():
     """Sliding-window layers apply their window per document (tests/test_sinks_attention.py), so sdpa installs."""
     sliding = SimpleNamespace(layer_types=["full_attention", "sliding_attention"])
@@ -76,6 +78,7 @@ def test_sliding_window_models_are_isolated_under_sdpa():
     assert "flash_attention_2" in install_document_isolation("flash_attention_2", sliding)
 
 
+@pytest.mark.usefixtures("restored_attention_registries")
 def test_entrypoint_install_reads_a_sliding_window_checkpoint(tmp_path):
     """A pretrained path is read for its config; a sliding-window model installs, and isolation can be switched off."""
     from transformers import MistralConfig
