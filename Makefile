@@ -20,7 +20,7 @@ LONGCTX := $(PY) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-unit test-all lint format lock eval
+.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -38,6 +38,7 @@ help:
 	@echo "make probe RECIPE=.. [FLAGS=\"--sp 2\"]                        prove packed documents stay isolated (exit 1 on a leak)"
 	@echo "make rehearse RECIPE=.. [FLAGS=--keep]                       the recipe in miniature on CPU, end to end (no GPU)"
 	@echo "make gpu-ladder [FLAGS=--tiny]                               single-GPU ALST memory ladder (benchmarks/; no recipe, no ARGS)"
+	@echo "make gpu-bench [FLAGS=\"--budget-s 420\"]                      8B training steps on a GPU node's own torch, carried wheels (benchmarks/gpu_step.sh)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -54,7 +55,11 @@ install: $(STAMP)
 # kernel). PyPI has only flash-attn's source, and no prebuilt wheel matches torch 2.13, so this compiles it against
 # the installed torch: it needs a CUDA build of torch (not the CPU wheel), nvcc of the same CUDA major as
 # torch.version.cuda, and ninja (without it the build is serial). MAX_JOBS bounds the parallel nvcc processes
-# (each can take several GB of RAM). The last line loads the compiled extension, as preflight does.
+# (each can take several GB of RAM). The next line loads the compiled extension, as preflight does.
+# Then deepspeed is rebuilt with DeepSpeed's CPU Adam compiled in (DS_BUILD_CPU_ADAM=1): the optimizer step of every
+# recipe that offloads AdamW, otherwise compiled by torch's JIT loader at the first launch on every node (g++,
+# ninja and the Python headers there; `python -m longctx validate RECIPE --this-machine` checks them). The last
+# line checks that the installed deepspeed carries the op.
 FLASH_JOBS ?= 4
 install-gpu: $(STAMP)
 	@$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'error: torch ' + torch.__version__ + ' is a CPU build; install the CUDA wheel of torch==2.13.0 first')"
@@ -62,6 +67,8 @@ install-gpu: $(STAMP)
 	$(PY) -m pip install -q ninja packaging psutil
 	MAX_JOBS=$(FLASH_JOBS) $(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 	$(PY) -c "import torch, flash_attn_2_cuda; print('flash-attn loads against torch', torch.__version__)"
+	DS_BUILD_CPU_ADAM=1 $(PY) -m pip install -q --no-build-isolation --no-binary deepspeed --no-cache-dir --force-reinstall --no-deps -c constraints.txt deepspeed
+	$(PY) -c "import sys; from deepspeed.git_version_info import installed_ops as ops; print('deepspeed carries its CPU Adam op') if ops.get('cpu_adam') else sys.exit('error: deepspeed was built without its CPU Adam op')"
 
 # Preflight (a broken launch stops before any download or process start), the prepared data (a cache hit when
 # nothing changed), then the accelerate launch of the recipe's own YAML (longctx/launch/).
@@ -92,6 +99,12 @@ rehearse: $(STAMP)
 gpu-ladder: $(STAMP)
 	$(if $(ARGS),$(error make gpu-ladder runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@PYTORCH_CUDA_ALLOC_CONF=$${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} $(PY) benchmarks/gpu_memory_ladder.py $(FLAGS)
+
+# On the GPU node itself: its python3 and CUDA torch, no .venv (so no $(STAMP)); the other pins come as wheels that
+# `benchmarks/gpu_step.sh fetch` gathered on a machine with network. Rows: $OUT/gpu_step.jsonl or benchmarks/results/.
+gpu-bench:
+	$(if $(ARGS),$(error make gpu-bench runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
+	@benchmarks/gpu_step.sh run $(FLAGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -12,9 +12,13 @@ import subprocess
 
 import pytest
 
-from tests.helpers import OFFLINE
+from longctx.config.paths import launch_path
+from tests.helpers import OFFLINE, TORCH_EXTENSIONS_DIR
 
-os.environ.update(OFFLINE)
+os.environ.update(OFFLINE, TORCH_EXTENSIONS_DIR=TORCH_EXTENSIONS_DIR)
+# The tests' own JIT loads (tests/test_cpu_adam.py) run the same ninja as every launch (the venv's, first on PATH:
+# longctx/config/paths.py): a system ninja 1.11 on a folder that the venv's 1.13 last built rebuilt it (minutes).
+os.environ["PATH"] = launch_path()
 
 PROCESS_MARKERS = ("subprocess", "distributed", "slow", "gpu")
 

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from longctx.config.checkpoints import mesh_mismatch, resolve_resume
+from longctx.config.checkpoints import batch_fix, batch_mismatch, mesh_mismatch, resolve_resume
+from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.config.topology import read_topology
+from longctx.training.resume import ScheduleHorizonChanged, schedule_horizon_change
 
 REPO = Path(__file__).resolve().parent.parent
 SP2 = read_topology(REPO / "accelerate_configs/cpu-sp2.yaml")
@@ -60,3 +62,45 @@ def test_checkpoint_without_a_record_is_judged_by_its_rank_files(tmp_path):
         (step / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").write_bytes(b"")
     what, _ = mesh_mismatch(tmp_path / "checkpoint-3", SP2)
     assert "world_size=4" in what
+
+
+def with_batch(path: Path, rows: int, horizon: int = 6) -> Path:
+    record = json.loads((path / "topology.json").read_text())
+    record |= {"rows_per_step": rows, "batch": f"{rows} rows", "schedule_horizon": horizon}
+    (path / "topology.json").write_text(json.dumps(record))
+    return path
+
+
+def test_a_resume_that_changes_the_rows_per_step_is_refused_with_the_accumulation_that_keeps_them(tmp_path):
+    path = with_batch(checkpoint(tmp_path, 3, world=4), rows=2)  # sp=2 x dp=2, one row per SP group
+    assert batch_mismatch(path, SP2, micro_batch=1, accumulation=2) is None  # dp 1 x accumulation 2: 2 rows
+    what, fix = batch_mismatch(path, SP2, micro_batch=1, accumulation=1)
+    assert "trained 2 rows per optimizer step" in what and "x dp 1" in what
+    assert "`--gradient_accumulation_steps 2`" in fix
+    _, fix = batch_mismatch(with_batch(path, rows=3), SP2, micro_batch=2, accumulation=1)  # 3 rows, micro-batch 2
+    assert "`--per_device_train_batch_size 1 --gradient_accumulation_steps 3`" in fix
+    assert "resume on a mesh whose dp divides 3" in batch_fix(3, 1, 2)  # 3 rows over dp 2: no accumulation does
+
+
+def test_a_checkpoint_without_the_batch_record_is_not_judged_by_it(tmp_path):
+    assert batch_mismatch(checkpoint(tmp_path, 3), SP1, micro_batch=4, accumulation=4) is None
+
+
+def test_the_recipe_rules_name_the_accumulation_key(tmp_path):
+    path = with_batch(checkpoint(tmp_path, 3, world=4), rows=2)
+    (path / "latest_universal").write_text("global_step3_universal")  # converted: only the batch is in question
+    argv = ["--config", "tests/recipes/resume.yaml", "--output_dir", str(tmp_path), "--resume_from_checkpoint"]
+    with pytest.raises(RecipeError) as refusal:
+        parse_recipe([*argv, str(path)])
+    assert "`gradient_accumulation_steps`" in str(refusal.value) and "--gradient_accumulation_steps 2" in str(
+        refusal.value
+    )
+    parse_recipe([*argv, str(path), "--gradient_accumulation_steps", "2"])
+
+
+def test_an_epoch_derived_schedule_that_moves_is_refused_and_a_chosen_one_is_reported(tmp_path):
+    path = with_batch(checkpoint(tmp_path, 3), rows=1, horizon=8)
+    assert schedule_horizon_change(str(path), -1, 8) is None
+    with pytest.raises(ScheduleHorizonChanged, match="pass `--max_steps 8`"):
+        schedule_horizon_change(str(path), -1, 16)
+    assert "`max_steps 16` sets it" in schedule_horizon_change(str(path), 16, 16)

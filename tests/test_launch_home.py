@@ -2,6 +2,8 @@
 mesh read back from a run, and the one offline config.json lookup and miniature builder the tools share."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +45,13 @@ def test_the_allocator_setting_is_a_default_the_user_can_override():
         "max_split_size_mb:128"
     )
     assert runtime_env(True, {})["HF_HUB_OFFLINE"] == "1" and "HF_HUB_OFFLINE" not in runtime_env(False, {})
+
+
+def test_a_launch_finds_the_venvs_ninja_first_on_path():
+    # torch's JIT build of DeepSpeed's CPU Adam runs `ninja` by name; pip puts it next to this interpreter
+    venv_bin = str(Path(sys.executable).parent)
+    assert runtime_env(False, {"PATH": "/usr/bin:/bin"})["PATH"] == f"{venv_bin}:/usr/bin:/bin"
+    assert runtime_env(False, {})["PATH"] == venv_bin
 
 
 def test_the_mesh_is_read_back_from_the_runs_own_line():

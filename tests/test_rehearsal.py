@@ -1,11 +1,13 @@
 """The dress rehearsal: every shipped recipe in miniature on CPU, through preflight, data_prep and accelerate launch.
 
 The default tier rehearses a messages + LoRA recipe and a multi-node recipe with optimizer and checkpoint
-offload (both messages recipes); the others are `slow`. The fast tests check that the miniature changes only
-what a CPU cannot run, and keeps what decides which code runs.
+offload (both messages recipes); the others are `slow`. The multi-node one (sp=8 x dp=2) rehearses at sp=2 x dp=2
+and steps with DeepSpeed's CPU Adam, as its JSON says (built once per checkout, tests/test_cpu_adam.py).
+The fast tests check that the miniature changes only what a CPU cannot run, and keeps what decides which code runs.
 """
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -16,7 +18,8 @@ from longctx.config.topology import load_yaml_mapping
 from longctx.cpu_rehearsal.cli import override_problems
 from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
 from longctx.miniature import miniature_config, scaled_heads
-from tests.helpers.secrets import ENV_TOKEN, make_argv, secret_leaks
+from longctx.preflight.checks.toolchain import uses_cpu_adam
+from tests.helpers.hub_tokens import ENV_TOKEN, make_argv, secret_leaks
 
 DEFAULT_TIER = ("llama3.1-8b/lora-256k-sp8", "qwen3-32b/sft-256k-2x8-sp8-dp2")
 # keys the rehearsal may change, and why: CPU kernels and precision (SET_FOR_CPU), the miniature's size and
@@ -32,6 +35,7 @@ def rehearse(name: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """`make rehearse` as a user types it, carrying a fake Hub token in ARGS and HF_TOKEN (tests/test_secrets.py)."""
     env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
     env["HF_TOKEN"] = ENV_TOKEN
+    env["TORCH_EXTENSIONS_DIR"] = os.environ["TORCH_EXTENSIONS_DIR"]  # the tier's one CPU Adam build (conftest.py)
     argv = make_argv("rehearse", f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}")
     return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
 
@@ -47,15 +51,20 @@ def test_the_miniature_changes_only_what_a_cpu_cannot_run(name, tmp_path):
                 "long_document_policy", "gradient_checkpointing", "learning_rate", "seed"):  # fmt: skip
         assert derived.recipe.get(key) == raw.get(key), key
     stage = (derived.deepspeed or {}).get("zero_optimization", {})
-    real = json.loads((REPO_ROOT / load_yaml_mapping(REPO_ROOT / raw["accelerate_config"])["deepspeed_config"][
-        "deepspeed_config_file"]).read_text())["zero_optimization"]  # fmt: skip
+    real_json = json.loads((REPO_ROOT / load_yaml_mapping(REPO_ROOT / raw["accelerate_config"])["deepspeed_config"][
+        "deepspeed_config_file"]).read_text())  # fmt: skip
+    real = real_json["zero_optimization"]
     assert stage.get("stage") == real.get("stage") and stage.get("offload_optimizer") == real.get("offload_optimizer")
+    assert (derived.deepspeed or {}).get("optimizer") == real_json.get("optimizer")  # offloaded: DeepSpeed CPU Adam
+    assert "zero_force_ds_cpu_optimizer" not in (derived.deepspeed or {})
 
 
 def test_meshes_shrink_keeping_their_structure():
     assert mesh(2, 1, 1)[:2] == (2, 1) and mesh(4, 1, 1)[:2] == (4, 1) and mesh(8, 1, 1)[:2] == (4, 1)
-    sp, dp, notes = mesh(8, 2, 2)
-    assert (sp, dp) == (4, 1) and any("dp=2 -> dp=1" in n for n in notes) and any("machines" in n for n in notes)
+    sp, dp, notes = mesh(8, 2, 2)  # the 2x8 recipes: sp x dp stays sp x dp
+    assert (sp, dp) == (2, 2) and any("sp=8 -> sp=2" in n for n in notes) and any("machines" in n for n in notes)
+    assert not any("dp=" in n for n in notes)
+    assert mesh(8, 4, 4)[:2] == (2, 2) and mesh(4, 2, 1)[:2] == (2, 2) and mesh(1, 8, 1)[:2] == (1, 4)
 
 
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-4B"])
@@ -88,4 +97,11 @@ def test_rehearsal(name, tmp_path):
     for step in ("preflight: ok", "prepare: ok", "train: ok", "resume: ok", "load: ok", "every step passed"):
         assert step in proc.stdout, step
     assert "changed from the real recipe" in proc.stdout
+    derived = derive(resolve_recipe(name), tmp_path)
+    assert f"train: the run read back its mesh as sp={derived.sp} x dp={derived.dp}" in proc.stdout
+    if uses_cpu_adam(derived.deepspeed or {}):  # the JSON's optimizer, not a stand-in
+        assert "optimizer: DeepSpeed's CPU Adam (DeepSpeedCPUAdam)" in proc.stdout
     assert secret_leaks(proc.stdout + proc.stderr, tmp_path / "work") == []
+    rope = (load_yaml_mapping(resolve_recipe(name)).get("model_config_overrides") or {}).get("rope_parameters")
+    if rope:  # loaded back as `make eval` loads it, with the rope saved beside the output (model_config.py)
+        assert f"rope {rope['rope_type']} as trained" in proc.stdout

@@ -108,6 +108,9 @@ def test_checkpoint_records_its_topology(runs):
         "dp_shard": 1,
         "recipe": "tests/recipes/resume.yaml",
         "seed": 11,
+        "rows_per_step": 1,  # a resume on another dp must keep it (tests/test_universal.py)
+        "batch": "per_device_train_batch_size 1 x gradient_accumulation_steps 1 x dp 1",
+        "schedule_horizon": 6,
     }
 
 

@@ -4,6 +4,9 @@ A ZeRO-3 checkpoint is partitioned over the world that saved it; DeepSpeed notic
 only after the model and optimizer are built ("The checkpoint being loaded used a DP world size of 4 but
 the current world size is 2"). Every checkpoint this repository saves carries `topology.json`
 (longctx/training/resume.py), so the check runs before launch, from files alone, and names the fix.
+The record also holds the run's batch (rows per optimizer step) and schedule horizon: a resume on another
+dp must keep the rows per step, or every resumed step trains other rows, the skip lands elsewhere in the
+data and an epoch-based schedule stretches (`batch_mismatch`).
 No torch or accelerate import: preflight calls this for a whole catalog.
 """
 
@@ -87,3 +90,48 @@ def mesh_mismatch(checkpoint_dir: str | Path, topology) -> tuple[str, str] | Non
         f"`python -m longctx.training.universal {checkpoint_dir}` and resume on the new mesh (docs/resume.md)"
     )
     return what, fix
+
+
+def rows_per_step(micro_batch: int, accumulation: int, dp: int) -> int:
+    """Rows one optimizer step trains: each of the dp SP groups (or ranks) takes micro_batch rows per micro-step."""
+    return micro_batch * accumulation * dp
+
+
+def keeping_accumulation(rows: int, micro_batch: int, dp: int) -> int | None:
+    """The gradient_accumulation_steps that trains `rows` per step at this micro-batch and dp; None if none does."""
+    per_group, left = divmod(rows, micro_batch * dp)
+    return per_group if not left and per_group >= 1 else None
+
+
+def batch_mismatch(checkpoint_dir: str | Path, topology, micro_batch: int, accumulation: int) -> tuple | None:
+    """(what, fix) when this launch trains another number of rows per optimizer step than the saved run did.
+
+    Refused rather than adjusted: the accumulation is a recipe key the user chose, and a launch that silently
+    trains with another one than it prints would be harder to trust than one that names the value to pass.
+    """
+    saved = saved_topology(checkpoint_dir) or {}
+    if "rows_per_step" not in saved:
+        return None  # saved before the record held it (or not by this repository): nothing to compare
+    dp = topology.world_size // max(topology.sp_size, 1)
+    rows = rows_per_step(micro_batch, accumulation, dp)
+    if rows == saved["rows_per_step"]:
+        return None
+    was = saved.get("batch", f"{saved['rows_per_step']} rows")
+    what = (
+        f"{checkpoint_dir} trained {saved['rows_per_step']} rows per optimizer step ({was}) but this launch trains "
+        f"{rows} (per_device_train_batch_size {micro_batch} x gradient_accumulation_steps {accumulation} x dp {dp}); "
+        "the resumed steps would train other rows, skip to another place in the data and stretch an epoch-based "
+        "schedule"
+    )
+    return what, batch_fix(saved["rows_per_step"], micro_batch, dp)
+
+
+def batch_fix(rows: int, micro_batch: int, dp: int) -> str:
+    """The recipe flags that train `rows` per optimizer step at this dp, or the meshes that can."""
+    keep = keeping_accumulation(rows, micro_batch, dp)
+    if keep is not None:
+        return f"resume with `--gradient_accumulation_steps {keep}` ({micro_batch} x {keep} x dp {dp} = {rows} rows)"
+    if keeping_accumulation(rows, 1, dp) is not None:
+        keep = keeping_accumulation(rows, 1, dp)
+        return f"resume with `--per_device_train_batch_size 1 --gradient_accumulation_steps {keep}` ({rows} rows)"
+    return f"no accumulation keeps {rows} rows per step at dp {dp}: resume on a mesh whose dp divides {rows}"

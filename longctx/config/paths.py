@@ -4,6 +4,8 @@ Every path a recipe names (its accelerate YAML, a snapshot, a dataset folder) is
 repository root, where launches run; this module is the one place that says where that root is.
 """
 
+import os
+import sys
 from pathlib import Path
 
 # longctx/config/paths.py -> the folder that holds longctx/ (the repository, or a team repository it was copied into)
@@ -67,3 +69,13 @@ def display_path(path: str | Path) -> str:
     path = Path(path)
     resolved = path.resolve()
     return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(path)
+
+
+def launch_path(path: str | None = None) -> str:
+    """PATH for a launched run: this interpreter's bin/ first, then `path` (default: this process's PATH).
+
+    pip puts ninja (a deepspeed dependency) in the venv's bin/, and torch's JIT build of DeepSpeed's CPU Adam runs
+    `ninja` by name: without this a run started as `.venv/bin/python` (make, no activated venv) finds no ninja.
+    """
+    rest = os.environ.get("PATH", "") if path is None else path
+    return os.pathsep.join([str(Path(sys.executable).parent), rest]) if rest else str(Path(sys.executable).parent)

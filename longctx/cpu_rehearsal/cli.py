@@ -24,7 +24,8 @@ from longctx.cpu_rehearsal.derive import SET_BY_REHEARSAL, Derived, derive, raw_
 
 
 def at_sp1(derived: Derived, work: Path) -> Derived | None:
-    """The same miniature on one process (None when the rehearsal is already at sp=1)."""
+    """The same miniature on one process (None when the rehearsal is already at sp=1): the dp ranks' rows of a
+    step become micro-batches of one step (accumulation x dp), so its first step trains the same rows."""
     if derived.sp == 1 and derived.dp == 1:
         return None
     sp1 = copy.deepcopy(derived)
@@ -34,6 +35,7 @@ def at_sp1(derived: Derived, work: Path) -> Derived | None:
     pc.update(parallelism_config_sp_size=1, parallelism_config_dp_shard_size=1)
     sp1.accelerate["num_processes"] = 1
     sp1.recipe.update(accelerate_config=str(work / "accelerate-sp1.yaml"), output_dir=str(work / "out-sp1"))
+    sp1.recipe["gradient_accumulation_steps"] = int(derived.recipe.get("gradient_accumulation_steps", 1)) * derived.dp
     return sp1
 
 

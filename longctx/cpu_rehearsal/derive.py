@@ -14,9 +14,7 @@ from longctx.config.topology import load_yaml_mapping
 MAX_PROCESSES = 4  # what a 2-core CI machine runs in reasonable time
 LENGTH = 256  # tokens per sequence: several documents per packed row, seconds per step
 STEPS, SAVE_AT = 3, 2  # checkpoint at step 2, resume from it, finish at step 3
-# sp x dp over gloo needs the all-to-all fix of the mesh work; until it lands, an sp x dp recipe rehearses its
-# SP half (dp=1). Set True once `accelerate_configs/cpu-sp2-dp2.yaml`-style meshes train on CPU.
-SP_TIMES_DP_ON_GLOO = False
+KEEP = 2  # sp and dp shrink to 2 before the other one does: an sp x dp recipe rehearses at sp=2 x dp=2
 
 
 @dataclass
@@ -30,19 +28,20 @@ class Derived:
 
 
 def mesh(sp: int, dp: int, machines: int) -> tuple[int, int, list[str]]:
-    """(sp, dp) for at most MAX_PROCESSES processes on one machine, keeping the structure (sp inside, dp across)."""
-    notes = []
-    new_dp = dp if SP_TIMES_DP_ON_GLOO else 1
-    if new_dp != dp:
-        notes.append(f"mesh: dp={dp} -> dp=1: sp x dp does not train over gloo yet; the SP half is rehearsed")
-    new_sp = sp
+    """(sp, dp) for at most MAX_PROCESSES processes on one machine, keeping the structure (sp inside, dp across).
+
+    Both axes stay above 1 where the recipe has them: sp shrinks to KEEP first, then dp, so sp x dp runs
+    the SP all-to-alls in subgroups, the dp-consistent data order and the loss weighted over dp ranks.
+    """
+    notes, new_sp, new_dp = [], sp, dp
     while new_sp * new_dp > MAX_PROCESSES:
-        if new_sp > 1:
+        if new_sp > KEEP or (new_sp > 1 and new_dp == 1):
             new_sp //= 2
         else:
             new_dp //= 2
-    if new_sp != sp:
-        notes.append(f"mesh: sp={sp} -> sp={new_sp} ({new_sp * new_dp} CPU processes at most {MAX_PROCESSES})")
+    size = f"{new_sp * new_dp} CPU processes, at most {MAX_PROCESSES}"
+    for axis, was, now in (("sp", sp, new_sp), ("dp", dp, new_dp)):
+        notes += [f"mesh: {axis}={was} -> {axis}={now} ({size})"] if was != now else []
     if machines > 1:
         notes.append(f"mesh: {machines} machines -> 1 (the same ranks, on one host over gloo)")
     return new_sp, new_dp, notes
@@ -65,20 +64,15 @@ def derive_accelerate(raw: dict, sp: int, dp: int, ds_path: Path | None) -> dict
 
 
 def derive_deepspeed(raw: dict) -> tuple[dict, list[str]]:
-    """fp32 all-to-alls, and torch's AdamW where the JSON asks DeepSpeed for its CPU Adam kernel."""
+    """fp32 all-to-alls; everything else as the recipe's JSON has it, its optimizer included.
+
+    An offloaded AdamW is DeepSpeed's CPU Adam, a C++ op built on first use (JIT, cached in
+    TORCH_EXTENSIONS_DIR): a CPU op, so the rehearsal builds and runs it before any GPU node has to.
+    """
     ds, notes = json.loads(json.dumps(raw)), []
     if ds.get("seq_parallel_communication_data_type", "fp32") != "fp32":
         notes.append(f"deepspeed: SP all-to-all in fp32 (was {ds['seq_parallel_communication_data_type']}): fp32 run")
         ds["seq_parallel_communication_data_type"] = "fp32"
-    zero = ds.get("zero_optimization", {})
-    offloaded = [k for k in ("offload_optimizer", "offload_param") if zero.get(k, {}).get("device") == "cpu"]
-    if offloaded:
-        ds.pop("optimizer", None)
-        ds["zero_force_ds_cpu_optimizer"] = False
-        notes.append(
-            f"deepspeed: {', '.join(offloaded)} to host memory kept; the optimizer step is torch's AdamW instead of "
-            "DeepSpeedCPUAdam (a C++ extension compiled on first use: minutes on 2 cores)"
-        )
     return ds, notes
 
 

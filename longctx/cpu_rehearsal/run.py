@@ -5,7 +5,7 @@ prepare    `python -m longctx data <rehearsal recipe>`: the recipe's format, pol
 train      `accelerate launch --config_file <rehearsal accelerate YAML> recipes/sft.py --config ...` (built by
            longctx/launch/, the mesh read back from the run), checkpoint at step SAVE_AT, final model at step STEPS
 resume     the same launch with --resume_from_checkpoint <checkpoint>: step STEPS must repeat its loss
-load       the final model (or LoRA adapter) back with from_pretrained, and its tokenizer
+load       the final model (or LoRA adapter) back as `make eval` loads it, with the rope it trained with
 sp=1       the same miniature on one process: its first-step loss must equal the rehearsal's
 """
 
@@ -20,6 +20,7 @@ import yaml
 from longctx.config.paths import REPO_ROOT
 from longctx.cpu_rehearsal.derive import SAVE_AT, STEPS, Derived
 from longctx.launch.accelerate_launch import accelerate_argv, free_port, read_mesh, run
+from longctx.preflight.checks.toolchain import uses_cpu_adam
 
 LOSS_RTOL = 1e-4  # fp32; SP reorders sums (measured agreement in tests/test_sp_parity.py: ~1e-7 relative)
 
@@ -58,6 +59,7 @@ def launch(name: str, derived: Derived, recipe: Path, *extra: str) -> str:
     mesh = read_mesh(out)
     if mesh is None or (mesh.sp, mesh.world) != (derived.sp, derived.sp * derived.dp):
         raise StepFailed(f"{name}: the run reported {mesh}, not sp={derived.sp} x dp={derived.dp}:\n{out[-2000:]}")
+    print(f"[rehearsal] {name}: the run read back its mesh as sp={mesh.sp} x dp={mesh.world // mesh.sp}")
     return out
 
 
@@ -70,9 +72,20 @@ def close(a: float, b: float) -> bool:
     return abs(a - b) <= LOSS_RTOL * max(abs(a), abs(b))
 
 
+def check_optimizer(derived: Derived, out: str) -> None:
+    """Where the JSON names an offloaded AdamW, the run must have stepped with DeepSpeed's CPU Adam (the C++ op
+    every GPU node of the real run builds or loads), not a stand-in."""
+    if not uses_cpu_adam(derived.deepspeed or {}):
+        return
+    if "[optimizer] the parameters step with DeepSpeedCPUAdam" not in out:  # longctx/training/optimizer_report.py
+        raise StepFailed(f"train: the JSON offloads AdamW; the run did not step with DeepSpeedCPUAdam:\n{out[-2000:]}")
+    where = os.environ.get("TORCH_EXTENSIONS_DIR", "torch's default ~/.cache/torch_extensions")
+    print(f"[rehearsal] optimizer: DeepSpeed's CPU Adam (DeepSpeedCPUAdam), built or loaded from {where}")
+
+
 def train_and_resume(derived: Derived, recipe: Path) -> dict[int, float]:
     out = Path(derived.recipe["output_dir"])
-    launch("train", derived, recipe)
+    check_optimizer(derived, launch("train", derived, recipe))
     first = losses(out)
     if sorted(first) != list(range(1, STEPS + 1)) or not (out / f"checkpoint-{SAVE_AT}").is_dir():
         raise StepFailed(f"train: expected losses for steps 1..{STEPS} and checkpoint-{SAVE_AT}, got {sorted(first)}")
@@ -84,36 +97,41 @@ def train_and_resume(derived: Derived, recipe: Path) -> dict[int, float]:
     return first
 
 
-def load_back(derived: Derived) -> None:
-    """from_pretrained on the saved output, as a user (or the eval) loads it."""
+def load_back(recipe_path: Path) -> None:
+    """The saved output loaded back as `make eval` loads it (longctx/training/model_config.py: the recipe's config
+    overrides, a LoRA adapter on its configured base), its saved config carrying the rope the run trained with."""
+    from longctx.config.recipe import RecipeError, parse_recipe
+
     start = time.monotonic()
     try:
-        what, loss = _load_and_score(Path(derived.recipe["output_dir"]), derived.recipe)
-    except (OSError, ValueError, KeyError) as exc:
+        what, loss = _load_and_score(*parse_recipe(["--config", str(recipe_path)]))
+    except (OSError, ValueError, KeyError, RecipeError) as exc:
         raise StepFailed(f"load: {type(exc).__name__}: {exc}") from None
     print(f"[rehearsal] load: ok ({time.monotonic() - start:.0f}s): {what}, loss {loss:.4f} on a sample")
 
 
-def _load_and_score(out: Path, recipe: dict) -> tuple[str, float]:
+def _load_and_score(recipe, sft, model_args) -> tuple[str, float]:
     import torch
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(out)
-    if (out / "adapter_config.json").is_file():
-        from peft import PeftModel
+    from longctx.training.model_config import build_config, is_adapter, recipe_model
 
-        # The base is the random miniature, rebuilt from its seed as the entrypoint built it (for real: the Hub's)
-        torch.manual_seed(int(recipe.get("seed", 42)))
-        base = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(recipe["model_name_or_path"]))
-        model = PeftModel.from_pretrained(base, out)
-        saved = load_file(out / "adapter_model.safetensors")
+    out = Path(sft.output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = recipe_model(recipe, model_args, sft, str(out))
+    trained = build_config(recipe, model_args).rope_parameters  # what the entrypoint built the model with
+    saved = AutoConfig.from_pretrained(out).rope_parameters  # the effective config beside the checkpoint
+    if not saved == trained == model.config.rope_parameters:
+        raise ValueError(f"rope: trained {trained}, saved {saved}, loaded {model.config.rope_parameters}")
+    if is_adapter(str(out)):
+        adapter = load_file(out / "adapter_model.safetensors")
         loaded = {k: v for k, v in model.state_dict().items() if "lora_" in k}
-        if len(loaded) != len(saved) or not saved:
-            raise ValueError(f"the adapter has {len(saved)} tensors but the model took {len(loaded)}")
-        what = f"LoRA adapter ({len(saved)} tensors) on the base model"
+        if len(loaded) != len(adapter) or not adapter:
+            raise ValueError(f"the adapter has {len(adapter)} tensors but the model took {len(loaded)}")
+        what = f"LoRA adapter ({len(adapter)} tensors) on the base model"
     else:
-        model, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+        _, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
         if info["missing_keys"] or info["unexpected_keys"]:
             raise ValueError(f"missing {info['missing_keys'][:5]}, unexpected {info['unexpected_keys'][:5]}")
         what = "full model"
@@ -122,7 +140,7 @@ def _load_and_score(out: Path, recipe: dict) -> tuple[str, float]:
         loss = model(input_ids=ids, labels=ids).loss
     if not torch.isfinite(loss):
         raise ValueError(f"the loaded model's loss is {loss}")
-    return f"{what} from {out}", loss.item()
+    return f"{what} from {out}, rope {saved.get('rope_type')} as trained", loss.item()
 
 
 def compare_sp1(derived: Derived, sp1: Derived, work: Path, first: dict[int, float]) -> None:
@@ -140,7 +158,7 @@ def rehearse(derived: Derived, sp1: Derived | None, work: Path) -> None:
     command("preflight", [sys.executable, "-m", "longctx", "validate", str(recipe), "--this-machine"])
     command("prepare", [sys.executable, "-m", "longctx", "data", str(recipe)])
     first = train_and_resume(derived, recipe)
-    load_back(derived)
+    load_back(recipe)
     if sp1 is None:
         print("[rehearsal] sp=1: the rehearsal already runs at sp=1; nothing to compare")
     else:

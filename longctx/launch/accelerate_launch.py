@@ -7,7 +7,8 @@ script through `python -m longctx sft --dry-run`) goes through here, so they sha
 - the line a person sees is `accelerate launch ...` with every secret masked (longctx/training/credentials.py);
 - the children's environment: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` unless the user set it (long
   sequences allocate blocks of many sizes; expandable segments stop the fragmentation that otherwise runs out
-  of memory with GiBs free), unbuffered output, and the Hub off for tools that never download;
+  of memory with GiBs free), unbuffered output, the Hub off for tools that never download, and the venv's bin/
+  first on PATH (ninja for DeepSpeed's JIT-built CPU Adam, longctx/config/paths.py `launch_path`);
 - a free port for the rendezvous of a one-machine launch;
 - the mesh a run really got is read back from its `[mesh]` line (printed by recipes/sft.py from the accelerator).
 """
@@ -20,7 +21,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from longctx.config.paths import REPO_ROOT
+from longctx.config.paths import REPO_ROOT, launch_path
 from longctx.training.credentials import redact_argv
 
 ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
@@ -60,6 +61,7 @@ def runtime_env(offline: bool, base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
     env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")  # a value the user exported wins
     env["PYTHONUNBUFFERED"] = "1"
+    env["PATH"] = launch_path(env.get("PATH", ""))
     return {**env, **OFFLINE} if offline else env
 
 

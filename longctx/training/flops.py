@@ -18,9 +18,11 @@ row costs the sum over its documents, not the square of the row. QK^T and AV run
 even layers) scores at most `window` keys a query: its pairs are counted with that cap (`windowed_pairs`).
 
 Hardware FLOPs (for HFU) add what is computed twice: gradient checkpointing re-runs every decoder layer's
-forward in backward; TiledMLP recomputes each MLP tile's forward in its backward (on top of the
-checkpoint's recompute); TRL's fused LM head recomputes each logits tile in backward (it never stores
-the logits). Chowdhery et al. 2022 (PaLM, appendix B) define MFU without, HFU with recompute.
+forward in backward (all of it; with selective checkpointing, `gradient_checkpointing_kwargs: {selective: true}`,
+everything but the attention kernel, whose output is kept, so the causal-pair term is not recomputed);
+TiledMLP recomputes each MLP tile's forward in its backward (on top of the checkpoint's recompute); TRL's
+fused LM head recomputes each logits tile in backward (it never stores the logits). Chowdhery et al. 2022
+(PaLM, appendix B) define MFU without, HFU with recompute.
 """
 
 from dataclasses import dataclass
@@ -75,10 +77,12 @@ class FlopCounts:
         grad_ckpt: bool,
         tiled_mlp: bool,
         fused_head: bool = True,
+        selective: bool = False,
         windowed_pairs: float = 0.0,
     ) -> float:
         """`model` plus the recomputed forwards: the numerator of HFU."""
-        extra = (tokens * self.layers + self.attention * pairs + self.sliding * windowed_pairs) if grad_ckpt else 0.0
+        recomputed_attention = 0.0 if selective else self.attention * pairs + self.sliding * windowed_pairs
+        extra = (tokens * self.layers + recomputed_attention) if grad_ckpt else 0.0
         extra += tokens * self.mlp if tiled_mlp else 0.0
         extra += tokens * self.head if fused_head else 0.0
         return self.model(tokens, pairs, windowed_pairs) + extra

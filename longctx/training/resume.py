@@ -25,6 +25,7 @@ from accelerate.data_loader import skip_first_batches as accelerate_skip_first_b
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPDataLoaderAdapter
 from transformers import TrainerCallback
 
+from longctx.config.checkpoints import rows_per_step, saved_topology
 from longctx.training.mesh import sp_size
 from longctx.training.sp_data_order import reorder_shards
 
@@ -103,10 +104,18 @@ def relabel_shards(loader, accelerator) -> None:
 
 
 class TopologyRecorder(TrainerCallback):
-    """Write the mesh, recipe and seed next to each checkpoint; the resume check compares them to the launch."""
+    """Write the mesh, recipe, seed, rows per optimizer step and the schedule horizon (the optimizer steps the
+    learning-rate schedule spans) next to each checkpoint; the resume check compares them to the launch."""
 
     def __init__(self, accelerator, recipe: str | None):
         self.accelerator, self.recipe = accelerator, recipe
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # The scheduler is built and the state restored by now; no step has run.
+        if args.resume_from_checkpoint:
+            note = schedule_horizon_change(args.resume_from_checkpoint, args.max_steps, state.max_steps)
+            if note:
+                self.accelerator.print(f"[resume] {note}")
 
     def on_save(self, args, state, control, **kwargs):
         # on_save runs after the Trainer's post-save barrier, so the checkpoint folder is complete.
@@ -115,7 +124,44 @@ class TopologyRecorder(TrainerCallback):
         path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}", TOPOLOGY_FILE)
         if os.path.isdir(os.path.dirname(path)):
             with open(path, "w") as f:
-                json.dump(checkpoint_topology(self.accelerator, self.recipe, args.seed), f, indent=2)
+                record = checkpoint_topology(self.accelerator, self.recipe, args.seed)
+                record |= run_batch(self.accelerator, args) | {"schedule_horizon": state.max_steps}
+                json.dump(record, f, indent=2)
+
+
+class ScheduleHorizonChanged(ValueError):
+    """A resume whose epoch-derived schedule spans other steps than the saved run's: another run, not a resume."""
+
+
+def schedule_horizon_change(checkpoint_dir: str, max_steps_key: int, horizon: int) -> str | None:
+    """A note when the resumed schedule spans other steps than the saved one; raises when nothing asked for it.
+
+    With `max_steps` set the horizon is the user's choice (a longer run, say), so the change is reported. With
+    `num_train_epochs` the horizon follows from the data and the rows per step, which the recipe rules keep
+    (longctx/config/checkpoints.py); a change then means other data, and the learning-rate schedule, the
+    epoch boundaries and the resume skip would all move: refused before the first step.
+    """
+    saved = saved_topology(checkpoint_dir) or {}
+    before = saved.get("schedule_horizon")
+    if before is None or before == horizon:
+        return None
+    what = f"{checkpoint_dir}'s schedule spans {before} optimizer steps, this launch's {horizon}"
+    if max_steps_key > 0:
+        return f"{what}: `max_steps {max_steps_key}` sets it, so the learning-rate schedule follows the new horizon"
+    raise ScheduleHorizonChanged(
+        f"{what}, derived from num_train_epochs: the dataset (or its preparation) differs from the saved run's; "
+        f"fix: resume on the saved run's data, or pass `--max_steps {before}` to keep its schedule"
+    )
+
+
+def run_batch(accelerator, args) -> dict:
+    """Rows per optimizer step and their factors: a resume on another dp must keep them (config/checkpoints.py)."""
+    micro, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
+    dp = accelerator.num_processes // sp_size(accelerator)
+    return {
+        "rows_per_step": rows_per_step(micro, accumulation, dp),
+        "batch": f"per_device_train_batch_size {micro} x gradient_accumulation_steps {accumulation} x dp {dp}",
+    }
 
 
 def checkpoint_topology(accelerator, recipe: str | None, seed: int) -> dict:

@@ -7,8 +7,6 @@ import runpy
 import sys
 from pathlib import Path
 
-# run as a script, this folder is sys.path[0], where tests/helpers/secrets.py would shadow the standard library's
-sys.path.remove(str(Path(__file__).resolve().parent))
 from longctx.training import sinks
 
 

@@ -1,6 +1,7 @@
-"""Recipe rules for resuming (the checkpoint must exist and load on this topology) and for custom model code."""
+"""Recipe rules for resuming (the checkpoint must exist, load on this topology and keep its batch) and for custom
+model code."""
 
-from longctx.config.checkpoints import mesh_mismatch, resolve_resume
+from longctx.config.checkpoints import batch_mismatch, mesh_mismatch, resolve_resume
 from longctx.config.paths import repo_path
 from longctx.config.problems import Problem, error
 from longctx.config.rules.remote_code import remote_code_problems
@@ -21,5 +22,9 @@ def resume_recipe_problems(recipe, sft, model, topo, source: str) -> list[Proble
     except ValueError as exc:
         fix = "point resume_from_checkpoint at a checkpoint-N folder, or remove it to start fresh"
         return problems + [error(source, KEY, str(exc).removeprefix(f"`{KEY}`: "), fix)]
-    mismatch = mesh_mismatch(checkpoint, topo) if checkpoint else None
-    return problems + ([error(source, KEY, *mismatch)] if mismatch else [])
+    if not checkpoint:
+        return problems
+    mismatch = mesh_mismatch(checkpoint, topo)
+    problems += [error(source, KEY, *mismatch)] if mismatch else []
+    batch = batch_mismatch(checkpoint, topo, sft.per_device_train_batch_size, sft.gradient_accumulation_steps)
+    return problems + ([error(source, "gradient_accumulation_steps", *batch)] if batch else [])

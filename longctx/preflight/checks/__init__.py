@@ -14,11 +14,12 @@ from longctx.preflight.checks import (
     heads,
     memory_fit,
     positions,
+    toolchain,
     trl_limits,
     world,
 )
 
-CHECKS = (files, heads, world, attention, positions, deepspeed, trl_limits, memory_fit)
+CHECKS = (files, heads, world, attention, positions, deepspeed, toolchain, trl_limits, memory_fit)
 
 
 def run_checks(launch) -> list[Problem]:
