@@ -14,7 +14,7 @@ SNAPSHOT = ARCHITECTURES_DIR / "openai/gpt-oss-20b"
 
 
 def test_mxfp4_checkpoint_loads_dequantized_for_training():
-    """transformers refuses to train MXFP4 experts; the trainer passes Mxfp4Config(dequantize=True) for them."""
+    """transformers refuses to train MXFP4 experts; load_pretrained passes Mxfp4Config(dequantize=True) for them."""
     from longctx.training.model_config import training_quantization
 
     quantization = training_quantization(str(SNAPSHOT))
