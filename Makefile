@@ -7,6 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RECIPE ?= tiny-llama/sft-2k-cpu-sp2
+TORCH_PIN := $(shell sed -n 's/^torch==//p' constraints.txt)
 # Every recipe target is one line over the one command line, `python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS`:
 # ARGS are recipe overrides (`--max_length 4096`) wherever a recipe runs; FLAGS are the subcommand's own flags
 # (`python -m longctx SUBCOMMAND --help`). One FLAGS for every target: each target runs one subcommand, so a
@@ -20,7 +21,7 @@ LONGCTX := $(PY) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
+.PHONY: help install install-gpu install-node wheels sft validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -31,7 +32,9 @@ help:
 	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
 	@echo "make lint | format                                           ruff check + format check | apply ruff"
-	@echo "make install | install-gpu                                   .venv with pinned deps (| plus flash-attn)"
+	@echo "make install | install-gpu                                   .venv with pinned deps (| plus flash-attn, flash-linear-attention)"
+	@echo "make wheels [WHEEL_PYTHON=3.12]                              wheels of every pin but torch, to carry to a GPU node"
+	@echo "make install-node [NODE_PYTHON=python3] [WHEELS=wheels]      a venv on a GPU node that keeps the node's own torch"
 	@echo "make data [RECIPE=..] [FLAGS=--force]                        prepare (tokenize, pack, pad) the recipe's dataset"
 	@echo "make validate RECIPE=.. [FLAGS=\"--num-gpus 8\"]               preflight: every problem of a launch, before any GPU work"
 	@echo "make plan RECIPE=.. [FLAGS=\"--gpu-memory-gb 80\"]             the mesh, tokens per rank and the memory plan per rank"
@@ -45,11 +48,45 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first, pinned: a bare `torch` requirement resolved later could pull a multi-GB CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q torch==$(TORCH_PIN)
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# A GPU node runs its image's Python and CUDA torch (the H200 machine: Python 3.12.3, torch 2.11.0+cu130) and often
+# has no network. `make wheels` (on a machine with network) downloads a wheel of every other pin of constraints.txt
+# for that Python, builds DeepSpeed's pure-Python wheel (its ops JIT-compile on the node) and this package's;
+# carry the folder with the repository. `make install-node` (on the node) makes a venv with the system site
+# packages, so the image's torch stays, and installs the package editable from the wheels, offline when WHEELS is
+# a folder. torch, triton and the CUDA libraries are never carried: pip keeps the image's (pyproject: torch>=2.11).
+WHEEL_PYTHON ?= 3.12
+WHEELS ?= wheels
+NODE_PYTHON ?= python3
+NODE_VENV ?= .venv-node
+NOT_CARRIED := torch|triton|deepspeed
+WHEEL_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64,--platform $(p))
+wheels: $(STAMP)
+	mkdir -p $(WHEELS)
+	grep -E '^[A-Za-z0-9_.-]+==' constraints.txt | grep -viE '^($(NOT_CARRIED))==' > $(WHEELS)/pins.txt
+	echo "setuptools==$$($(PY) -c 'import setuptools; print(setuptools.__version__)')" >> $(WHEELS)/pins.txt
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version $(WHEEL_PYTHON) --implementation cp \
+	  $(WHEEL_PLATFORMS) -d $(WHEELS) -r $(WHEELS)/pins.txt
+	DS_BUILD_OPS=0 $(PY) -m pip wheel -q --no-deps -w $(WHEELS) $$(grep -i '^deepspeed==' constraints.txt)
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w $(WHEELS) .
+	@du -sh $(WHEELS)
+
+install-node:
+	@$(NODE_PYTHON) -c "import torch; print('keeping the node torch', torch.__version__)" || \
+	  { echo "error: $(NODE_PYTHON) has no torch: install-node keeps the node's own torch (make install brings one)"; exit 1; }
+	test -x $(NODE_VENV)/bin/python || $(NODE_PYTHON) -m venv --system-site-packages $(NODE_VENV)
+	@# --system-site-packages reaches the base interpreter's site only; the node's torch may sit in a venv of its
+	@# own (the H200 image: /opt/torch/.venv), so its site-packages go on the path after the new venv's own.
+	$(NODE_PYTHON) -c "import site; print('\n'.join(site.getsitepackages()))" > \
+	  "$$($(NODE_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/node-site.pth"
+	$(NODE_VENV)/bin/python -m pip install -q $(if $(wildcard $(WHEELS)),--no-index --find-links $(WHEELS)) "setuptools>=68"
+	$(NODE_VENV)/bin/python -m pip install -q --no-build-isolation $(if $(wildcard $(WHEELS)),--no-index --find-links $(WHEELS)) -e .
+	$(NODE_VENV)/bin/python -c "import torch, longctx; print('longctx on torch', torch.__version__)"
 
 # Only for recipes that set attn_implementation: flash_attention_2; sdpa needs none of this (torch's own varlen
 # kernel). PyPI has only flash-attn's source, and no prebuilt wheel matches torch 2.13, so this compiles it against
@@ -67,6 +104,7 @@ install-gpu: $(STAMP)
 	$(PY) -m pip install -q ninja packaging psutil
 	MAX_JOBS=$(FLASH_JOBS) $(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 	$(PY) -c "import torch, flash_attn_2_cuda; print('flash-attn loads against torch', torch.__version__)"
+	$(PY) -c "from fla.ops.gated_delta_rule import chunk_gated_delta_rule; print('flash-linear-attention loads')"
 	DS_BUILD_CPU_ADAM=1 $(PY) -m pip install -q --no-build-isolation --no-binary deepspeed --no-cache-dir --force-reinstall --no-deps -c constraints.txt deepspeed
 	$(PY) -c "import sys; from deepspeed.git_version_info import installed_ops as ops; print('deepspeed carries its CPU Adam op') if ops.get('cpu_adam') else sys.exit('error: deepspeed was built without its CPU Adam op')"
 
@@ -125,4 +163,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 lock: $(STAMP)
-	{ head -2 constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v "^torch=="; } > constraints.new && mv constraints.new constraints.txt
+	{ head -2 constraints.txt; $(PY) -m pip freeze --exclude-editable | sed "s/^torch==.*/torch==$(TORCH_PIN)/"; } > constraints.new && mv constraints.new constraints.txt

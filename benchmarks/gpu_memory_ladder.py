@@ -40,7 +40,6 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 from ladder_stack import FEATURES, TINY_FEATURES  # noqa: E402
 
 STEP = 256  # lengths are multiples of this (ALST: ideally a multiple of 256 per rank)
-GIB_PER_GB = 1e9 / 2**30
 H200_GB = 141.0
 
 
@@ -87,7 +86,7 @@ def measure(engine, config, device, seq_len: int, optimizer_step: bool) -> dict:
     from longctx.training.flops import FlopCounts
     from longctx.training.metrics import device_peak_flops, peak_memory_gib
 
-    peak_memory_gib()  # resets the CUDA peak
+    peak_memory_gib(torch.device(device))  # resets the CUDA peak
     meter = PeakBytes() if device == "cpu" else None  # a CPU has no allocator peak: count tensor bytes
     try:
         with meter or contextlib.nullcontext():
@@ -96,8 +95,12 @@ def measure(engine, config, device, seq_len: int, optimizer_step: bool) -> dict:
         engine.optimizer.zero_grad()
         torch.cuda.empty_cache()
         return {"status": "out of memory"}
-    flops, pairs, peak = FlopCounts.from_config(config), seq_len * (seq_len + 1) / 2, device_peak_flops()
-    peak_gib = meter.peak / 2**30 if meter else peak_memory_gib()
+    flops, pairs, peak = (
+        FlopCounts.from_config(config),
+        seq_len * (seq_len + 1) / 2,
+        device_peak_flops(torch.device(device)),
+    )
+    peak_gib = meter.peak / 2**30 if meter else peak_memory_gib(torch.device(device))
     row = {"status": "ok", "seconds": round(seconds, 3), "peak_gib": round(peak_gib, 6)}
     row["tokens_per_s"] = round(seq_len / seconds, 1)
     if peak:
@@ -119,7 +122,9 @@ def worker(name: str, args) -> list[dict]:
     deadline = args.deadline
     engine, config, device, options = build(name, args.tiny, args.attn)
     engine_step(engine, config, device, STEP // 2, False)  # kernels and allocator warm before the first probe
-    gpu_gib = args.gpu_gb * GIB_PER_GB
+    from longctx.memory_plan.gpus import torch_gib
+
+    gpu_gib = torch_gib(args.gpu_gb)  # an H200 sold as 141 GB is 139.7 GiB to torch, not 131.3
     first = args.start or plan_max(config, gpu_gib, options, args.tiny) or STEP
     first = min(first, args.max_length) // STEP * STEP
     ok, fail, last, rows = 0, None, None, []

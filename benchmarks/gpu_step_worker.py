@@ -122,7 +122,11 @@ def measured(state: dict, seq: int, pos, seconds: float) -> dict:
     from longctx.training.metrics import device_peak_flops
 
     config, plan, selective = state["config"], state["plan"], state["selective"]
-    flops, pairs, peak = FlopCounts.from_config(config), causal_pairs(pos), device_peak_flops()
+    flops, pairs, peak = (
+        FlopCounts.from_config(config),
+        causal_pairs(pos),
+        device_peak_flops(torch.device(state["device"])),
+    )
     est = estimate(config.to_dict(), seq_len=seq, sp=1, selective_ckpt=selective, **plan)
     model_flops = flops.model(seq, pairs)
     hardware = flops.hardware(seq, pairs, grad_ckpt=True, tiled_mlp=False, selective=selective)

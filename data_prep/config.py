@@ -19,7 +19,8 @@ from data_prep.layout import Layout
 from longctx.config.chat_templates import ChatTemplateError
 from longctx.config.prepared import local_fingerprint, prep_settings, tokenizer_fingerprint
 
-FORMAT_VERSION = 2  # bump when the output of the same inputs changes (2: one BFD over the whole corpus)
+FORMAT_VERSION = 3  # bump when the output of the same inputs changes (2: one BFD over the whole corpus; 3: label-less
+# segments dropped)
 POLICIES = ("split", "truncate", "drop")
 
 

@@ -32,6 +32,7 @@ class Counts:
     trainable_tokens: int = 0
     pad_tokens: int = 0
     segments: int = 0
+    segments_without_labels: int = 0  # dropped: a split document's segment whose only trainable token is its first
     sequences: int = 0
     length_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(LENGTH_EDGES) - 1, np.int64))
     fill_hist: np.ndarray = field(default_factory=lambda: np.zeros(len(FILL_EDGES) - 1, np.int64))
@@ -80,6 +81,7 @@ class Counts:
             "trainable_tokens": self.trainable_tokens,
             "pad_tokens": self.pad_tokens,
             "segments": self.segments,
+            "segments_without_labels": self.segments_without_labels,
             "sequences": self.sequences,
             "packing_efficiency": round(self.packing_efficiency, 6),
             "examples": {r: self.examples[r] for r in REASONS if r in self.examples},

@@ -2,8 +2,8 @@
 
 Under Ulysses SP each sequence is split into sp equal shards, so its length must be a multiple of sp_size
 (and of an optional per-rank alignment such as 64 for matmul efficiency). When the accelerate config fixes
-the length (`sp_seq_length_is_variable: false`), or the recipe pads every batch to max_length (CPU/gloo,
-where all ranks must gather equal shapes), every sequence is exactly max_length instead.
+the length (`sp_seq_length_is_variable: false`), or the recipe pads every batch to max_length (`pad_to_multiple_of:
+max_length`, as the CPU recipes do for one shape every step), every sequence is exactly max_length instead.
 """
 
 import math

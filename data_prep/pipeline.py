@@ -24,7 +24,7 @@ from data_prep.progress import Progress
 from data_prep.report import nothing_usable, summary, write_report
 from data_prep.rows import write_rows
 from data_prep.sources import Meter, iter_hub, iter_local, resolve_files
-from data_prep.store import SegmentStore
+from data_prep.store import SegmentStore, segment_lengths
 from data_prep.tokenize import Encoded, Encoder, check_chat_template
 from data_prep.verify import Written, check_written
 from data_prep.writer import PLOT, REPORT, SPILL, AtomicWriter, is_complete, remove_stale
@@ -71,6 +71,29 @@ def _import_second_pass_modules() -> None:
         import data_prep.plot  # noqa: F401
     except ImportError:  # the second pass's own import reports it
         pass
+
+
+NO_LABEL = "no label after the shift: no token after the first of a segment is a training target"
+
+
+class Segmentation:
+    """The segments the store cuts kept documents into (`cap` tokens each), and which carry a label.
+
+    Why per segment: each segment's first token gets no label (nothing in its segment predicts it, as in
+    data_prep/assemble.py), so a segment whose only trainable token is its first trains nothing. A document
+    with no labelled segment is dropped (`no_trainable_tokens`); a label-less segment of a document that has
+    others (a split document's one-token tail, say) is dropped alone and counted (`segments_without_labels`).
+    """
+
+    def __init__(self, keep: np.ndarray, doc_starts: np.ndarray, cap: int, trainable: np.ndarray):
+        self.lengths = segment_lengths(keep, cap)
+        per_doc = -(-keep // cap)
+        self.doc = np.repeat(np.arange(len(keep)), per_doc)
+        first = np.cumsum(per_doc) - per_doc  # each document's first segment
+        self.starts = doc_starts[self.doc] + (np.arange(len(self.lengths)) - first[self.doc]) * cap
+        trained = np.concatenate([[0], np.cumsum(trainable, dtype=np.int64)])
+        self.labelled = trained[self.starts + self.lengths] > trained[self.starts + 1]
+        self.doc_labelled = np.bincount(self.doc, weights=self.labelled, minlength=len(keep)) > 0
 
 
 class Preparer:
@@ -131,18 +154,23 @@ class Preparer:
             c.tokens_truncated += int((n[over] - cap).sum())
             c.documents_truncated += len(over)
         starts = np.cumsum(n) - n
-        trained = np.concatenate([[0], np.cumsum(enc.trainable, dtype=np.int64)])
-        for i in np.flatnonzero((keep > 0) & (trained[starts + keep] == trained[starts])).tolist():
-            c.drop("no_trainable_tokens", where[i], "no token is a training target", int(keep[i]))
+        seg = Segmentation(keep, starts, cap, enc.trainable)
+        for i in np.flatnonzero((keep > 0) & ~seg.doc_labelled).tolist():
+            c.drop("no_trainable_tokens", where[i], NO_LABEL, int(keep[i]))
             keep[i] = 0
+        bare = ~seg.labelled & seg.doc_labelled[seg.doc]  # label-less segments of documents that keep others
+        c.segments_without_labels += int(bare.sum())
+        c.tokens_dropped += int(seg.lengths[bare].sum())
         kept = keep > 0
         c.documents_split += int((keep[kept] > cap).sum())
         c.documents_out += int(kept.sum())
         ids, trainable = enc.ids, enc.trainable
-        if (keep != n).any():  # a document dropped or truncated: select the kept tokens
+        if (keep != n).any() or bare.any():  # a document or segment dropped, or truncated: select the kept tokens
             sel = np.arange(len(ids)) - np.repeat(starts, n) < np.repeat(keep, n)
+            for j in np.flatnonzero(bare).tolist():
+                sel[seg.starts[j] : seg.starts[j] + seg.lengths[j]] = False
             ids, trainable = ids[sel], trainable[sel]
-        c.segments += store.add_batch(ids, trainable, keep[kept], cap)
+        c.segments += store.add_segments(ids, trainable, seg.lengths[seg.labelled])
 
     def first_pass(self, fmt: str, records, encoder: Encoder, store: SegmentStore, progress: Progress) -> None:
         policy = self.cfg.resolved_policy(fmt)

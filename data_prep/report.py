@@ -38,7 +38,9 @@ def summary(counts: Counts, where: str) -> str:
         (
             f"[data] documents: {d['documents_in']} in -> {d['documents_out']} out "
             f"(split {d['documents_split']}, truncated {d['documents_truncated']}, "
-            f"dropped {d['documents_dropped']}: {by})"
+            f"dropped {d['documents_dropped']}: {by}"
+            + (f"; {d['segments_without_labels']} label-less segments dropped" if d["segments_without_labels"] else "")
+            + ")"
         ),
         (
             f"[data] tokens: {d['tokens_in']} in = {d['tokens_out']} out + {d['tokens_dropped']} dropped + "

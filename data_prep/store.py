@@ -15,6 +15,16 @@ import numpy as np
 from data_prep.assemble import Segments
 
 
+def segment_lengths(doc_lengths: np.ndarray, chunk: int) -> np.ndarray:
+    """Each document cut into segments of `chunk` tokens, its last holding what is left (a document of 0: none)."""
+    full, rest = np.divmod(np.asarray(doc_lengths, np.int64), chunk)
+    per_doc = full + (rest > 0)
+    lengths = np.full(int(per_doc.sum()), chunk, np.int64)
+    last = np.cumsum(per_doc) - 1
+    lengths[last[rest > 0]] = rest[rest > 0]
+    return lengths
+
+
 class SegmentStore:
     """Append documents (cut into segments of at most `chunk` tokens); `take()` returns all of them."""
 
@@ -29,14 +39,13 @@ class SegmentStore:
 
     def add_batch(self, ids: np.ndarray, trainable: np.ndarray, doc_lengths: np.ndarray, chunk: int) -> int:
         """Documents back to back in `ids`/`trainable`, `doc_lengths` tokens each; returns the segment count."""
-        if not len(doc_lengths):
+        return self.add_segments(ids, trainable, segment_lengths(doc_lengths, chunk))
+
+    def add_segments(self, ids: np.ndarray, trainable: np.ndarray, lengths: np.ndarray) -> int:
+        """Segments back to back in `ids`/`trainable`, `lengths` tokens each; returns the segment count."""
+        if not len(lengths):
             return 0
-        full, rest = np.divmod(doc_lengths, chunk)
-        per_doc = full + (rest > 0)
-        lengths = np.full(int(per_doc.sum()), chunk, np.int64)
-        last = np.cumsum(per_doc) - 1
-        lengths[last[rest > 0]] = rest[rest > 0]  # each document's last segment holds what is left
-        self.lengths.append(lengths)
+        self.lengths.append(lengths.astype(np.int64, copy=False))
         self.tokens += len(ids)
         if self.folder is None:
             self.ids.append(ids)

@@ -3,8 +3,13 @@
 What decides which code runs is kept: the model class (`model_type`), the ratio of query to KV heads, whether
 Ulysses splits or replicates the KV heads at the run's sp, the rope type and scaling, the layer types, tied
 embeddings and the MLP's shape ratio. Only sizes shrink: 2 layers, hidden 64, head_dim 8, a small vocabulary.
+A hybrid model keeps enough layers to hold every layer type (Qwen3.5: three Gated DeltaNet layers and a softmax
+one) and its linear-attention value/key head ratio, with sp key heads (each rank runs one, as each rank of the
+real run runs whole heads); of a multimodal checkpoint the language model (what AutoModelForCausalLM trains).
 A new model type whose config has other size keys (experts, a vision tower) extends `miniature_config`.
 """
+
+from longctx.config.linear_layers import text_config
 
 LAYERS, HIDDEN, HEAD_DIM = 2, 64, 8
 
@@ -22,6 +27,7 @@ def scaled_heads(config: dict, sp: int) -> tuple[int, int]:
 def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids: dict | None = None) -> dict:
     """The model's config.json (as a dict) at tiny size for a run at `sp`, with the given vocabulary and special
     token ids (none by default: random token ids, no tokenizer)."""
+    config = text_config(config)
     mini = dict(config)
     heads, kv = scaled_heads(config, sp)
     real_head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
@@ -42,7 +48,13 @@ def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids
             round(heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"]) / 8), 1
         )
     if isinstance(config.get("layer_types"), list):
-        mini["layer_types"] = config["layer_types"][:LAYERS]
+        kinds = config["layer_types"]
+        layers = max(LAYERS, max(kinds.index(k) for k in set(kinds)) + 1)  # every layer type at least once
+        mini.update(layer_types=kinds[:layers], num_hidden_layers=layers)
+    if config.get("linear_num_key_heads"):  # Gated DeltaNet: sp key heads (one a rank), the value/key ratio kept
+        ratio = int(config["linear_num_value_heads"]) // int(config["linear_num_key_heads"])
+        mini.update(linear_num_key_heads=sp, linear_num_value_heads=ratio * sp)
+        mini.update(linear_key_head_dim=HEAD_DIM, linear_value_head_dim=HEAD_DIM)
     mini.pop("quantization_config", None)  # random weights are never quantized (gpt-oss's Hub experts are MXFP4)
     if "max_window_layers" in config:
         mini["max_window_layers"] = min(int(config["max_window_layers"]), LAYERS)

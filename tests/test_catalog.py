@@ -5,6 +5,7 @@ max_length, its SP groups stay inside a node, its header carries the exact launc
 a machine without GPUs stops with "needs N GPUs" before any download.
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,8 @@ CATALOG = {
     "qwen3-8b/sft-128k-sp4",
     "qwen3-32b/sft-256k-2x8-sp8-dp2",
     "llama3.1-70b/sft-128k-2x8-sp8-dp2",
+    "qwen3.5-27b/sft-256k-sp8",
+    "qwen3.5-27b/lora-256k-sp8",
 }
 
 
@@ -61,8 +64,10 @@ def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     monkeypatch.chdir(REPO)
     recipe, sft, model = parsed(path)
     topo = recipe_topology(recipe)
-    config = architecture(recipe, model)
+    config = architecture(recipe, model).get_text_config()  # of a multimodal checkpoint, the language model
     assert config.num_attention_heads % topo.sp_size == 0, "query heads must split evenly over sp"
+    linear = getattr(config, "linear_num_key_heads", None)  # Gated DeltaNet layers split by their own key heads
+    assert linear is None or linear % topo.sp_size == 0, "linear-attention key heads must split evenly over sp"
     kv = config.num_key_value_heads
     assert kv % topo.sp_size == 0 or topo.sp_size % kv == 0, "KV heads must divide sp or sp divide them"
     assert config.max_position_embeddings >= sft.max_length, "train past the positions only with rope scaling"
@@ -144,3 +149,19 @@ def test_overrides_from_the_command_line_are_json(monkeypatch):
 
     with pytest.raises(RecipeError, match="`model_config_overrides`: is not valid JSON"):
         parse_recipe(args[:-1] + ["{max_position_embeddings: 8192"])
+
+
+def test_catalog_figures_are_the_plans(capsys):
+    """recipes/README.md's preflight column (GPU total, longest fit, host RAM per node from every host term) is
+    what `python -m longctx validate --all --intended --gpu-memory-gb 80 --json` computes now."""
+    from longctx.preflight.cli import main
+    from tests.helpers.catalog_figures import catalog_cell
+
+    main(["--all", "--intended", "--gpu-memory-gb", "80", "--json"])
+    table = (REPO / "recipes" / "README.md").read_text()
+    for line in capsys.readouterr().out.splitlines():
+        report = json.loads(line)
+        recipe = report["recipe"].removeprefix("recipes/").removesuffix(".yaml")
+        if recipe in CATALOG:
+            cell = catalog_cell(report["plan"], report["machine"]["num_nodes"] or 1)
+            assert f"| `{recipe}` |" in table and f" | {cell} | " in table, f"{recipe}: the catalog should say {cell}"

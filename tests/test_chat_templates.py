@@ -153,3 +153,28 @@ def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
             encoder.close()
         masks.append(encoded.trainable.tolist())
     assert masks[0] == masks[1] and sum(masks[0]) > 0
+
+
+def test_qwen35_thinking_block_is_trained_only_where_the_stock_template_renders_it():
+    """Qwen3.5's template renders a `<think>` block on every assistant turn after the last user query (an empty one
+    when there is no reasoning) and drops the reasoning of earlier turns; the training template trains exactly that
+    text: the last turn's span holds its thinking block, the earlier turn's span has no trace of its reasoning."""
+    training = resolve_chat_template("qwen3.5-training").read_text()
+    stock, _ = stock_template("Qwen/Qwen3.5-27B")
+    conversation = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "reasoning_content": "add two and two"},
+        {"role": "user", "content": "3+3?"},
+        {"role": "assistant", "content": "6", "reasoning_content": "add three and three"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    text, spans = render(training, conversation)
+    assert text == render(stock, conversation)[0]
+    first, last, after = (text[s:e] for s, e in spans)
+    assert first == "4<|im_end|>" and "add two" not in text  # earlier reasoning is not rendered, so not trained
+    assert last == "<think>\nadd three and three\n</think>\n\n6<|im_end|>"
+    assert after == "<think>\n\n</think>\n\nDone.<|im_end|>"  # after the last query: an empty block, trained
+    prompt = render(training, conversation[:3], add_generation_prompt=True)[0]
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n")  # thinking on by default (Qwen3.5-4B and larger)
+    no_think = render(training, conversation[:3], add_generation_prompt=True, enable_thinking=False)[0]
+    assert no_think.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")

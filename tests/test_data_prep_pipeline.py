@@ -217,3 +217,31 @@ def test_hub_reader_streams_rows_with_row_locations(tmp_path):
     ]
     with pytest.raises(PrepError, match="cannot be loaded"):
         list(iter_hub(str(tmp_path / "missing"), None, "train"))
+
+
+def test_a_segment_whose_only_trainable_token_is_its_first_is_dropped_and_counted(tmp_path, tok):
+    """A segment's first token gets no label (nothing in its segment predicts it), so a split document's one-token
+    tail trains nothing: it is dropped and counted, not written as a row without labels."""
+    words = ["the", "river", "crosses", "the", "long", "road", "before", "dawn"]
+    text = " ".join(words)
+    while (len(tok(text)["input_ids"]) + 1) % 64 != 1:  # + EOS: the last of its 64-token segments holds 1 token
+        text += " " + words[len(text) % len(words)]
+    n = len(tok(text)["input_ids"]) + 1
+    src = write_jsonl(tmp_path / "d.jsonl", [{"text": text}, {"text": "a short one"}])
+    folder, report, _ = run(config(tmp_path, [src], mode="unpacked"))
+    assert all(any(t != -100 for t in labels) for labels in rows_of(folder)["labels"]), "a row trains nothing"
+    assert report["segments_without_labels"] == 1 and report["tokens_dropped"] == 1
+    assert report["segments"] == n // 64 + 1 and report["documents_out"] == 2
+
+
+def test_a_document_labelled_only_on_its_first_token_is_dropped():
+    """Whole documents too: trainable only at a segment's first token means no label after the shift."""
+    from data_prep.pipeline import Segmentation
+
+    keep, starts = np.array([3, 4, 130]), np.array([0, 3, 7])
+    trainable = np.zeros(137, bool)
+    trainable[[0, 4, 7, 7 + 64, 7 + 128]] = True  # doc 0 only at its first token; doc 2's segments at their first
+    trainable[7 + 129] = True  # ... except its 2-token tail's second token
+    seg = Segmentation(keep, starts, 64, trainable)
+    assert seg.doc_labelled.tolist() == [False, True, True]
+    assert seg.lengths.tolist() == [3, 4, 64, 64, 2] and seg.labelled.tolist() == [False, True, False, False, True]

@@ -9,6 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from longctx.training import isolation
 from longctx.training.isolation import (
@@ -69,6 +72,23 @@ def test_matches_reference_forward_and_backward(layout, group_tokens, monkeypatc
     ref_grads = torch.autograd.grad(ref.square().sum(), (q, k, v))
     for got, want in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_documents_start_wherever_position_ids_do_not_step_by_one():
+    """Not only at a restart to 0: a jump (7 after 3) starts a document too, and the entrypoint's line says so."""
+    pos = torch.tensor([[0, 1, 2, 3, 7, 8, 9, 10, 11, 12]])
+    assert document_spans(pos[0]) == [(0, 4), (4, 10)]
+    q, k, v = qkv(1, 10)
+    out, _ = isolated_sdpa_attention(MODULE, q, k, v, None, position_ids=pos)
+    tail = [t[:, :, 4:] for t in (q, k, v)]
+    alone, _ = isolated_sdpa_attention(MODULE, *tail, None, position_ids=pos[:, 4:] - 7)
+    torch.testing.assert_close(out[:, 4:], alone, rtol=1e-5, atol=1e-6)
+    try:
+        line = isolation.install_document_isolation("sdpa")
+    finally:
+        AttentionInterface.register("sdpa", sdpa_attention_forward)
+        AttentionMaskInterface.register("sdpa", sdpa_mask)
+    assert "wherever position_ids do not step by +1" in line and "== 0" not in line
 
 
 def test_switched_off_it_leaks_like_stock_sdpa():

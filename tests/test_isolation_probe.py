@@ -60,6 +60,38 @@ def test_sp_isolated_stock_leaks_and_parity(tmp_path, sp, capsys):
     assert "[probe] LEAK: row 0 document" in capsys.readouterr().out
 
 
+QWEN35 = "tests/recipes/qwen35-parity.yaml"  # the miniature Qwen3.5: Gated DeltaNet + gated softmax layers
+
+
+def probe_qwen35(tmp_path, *flags) -> tuple[int, dict]:
+    out = tmp_path / "qwen35.json"
+    code = main([QWEN35, "--json", str(out), "--parity", "--compare-stock", *flags])
+    return code, json.loads(out.read_text())
+
+
+def test_qwen35_sp1_linear_layers_isolated(tmp_path):
+    """At sp=1 transformers' packed mask isolates the softmax layers, but its Gated DeltaNet kernels carry state and
+    convolution window from one packed document into the next (stock leaks); converted, no document sees another."""
+    code, report = probe_qwen35(tmp_path)
+    assert "[linear-attention] 1 Gated DeltaNet layers" in report["linear_attention"]
+    assert code == 0 and report["leaks"] == [] and report["parity"] == []
+    assert report["stock_leaks"] and any("stock packed sp=1" in f for f in report["stock_parity"])
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_qwen35_sp_linear_layers_isolated_and_stock_differs(tmp_path, sp):
+    """Under Ulysses the converted layers keep packed documents apart and compute sp=1's loss and gradients, packed
+    and unpacked. The negative control in the same launch: with upstream's layers (accelerate's refusal bypassed)
+    documents leak, and even one-document rows get another loss, since each rank restarts the state at its shard."""
+    code, report = probe_qwen35(tmp_path, "--sp", str(sp))
+    assert report["sp"] == sp and f"across sp={sp}" in report["linear_attention"]
+    assert report["leaks"] == [] and report["parity"] == [], report["leaks"] + report["parity"]
+    assert code == 0
+    assert report["stock_leaks"]
+    assert any(f.startswith(f"stock unpacked sp={sp} vs unpacked sp=1: loss") for f in report["stock_parity"])
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_cli_exits_1_without_isolation(tmp_path):

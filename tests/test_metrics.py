@@ -14,7 +14,8 @@ from datasets import Dataset
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
 from longctx.config.paths import ARCHITECTURES_DIR
-from longctx.training.flops import FlopCounts, causal_pairs, real_tokens
+from longctx.training.flops import FlopCounts, causal_pairs, head_positions, real_tokens
+from longctx.training.metrics import ThroughputCallback, peak_memory_gib
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = sorted((ARCHITECTURES_DIR).glob("*/*"))
@@ -45,6 +46,40 @@ def test_flops_of_a_packed_row_by_hand():
     assert counts.hardware(5, 9, grad_ckpt=False, tiled_mlp=False, fused_head=False) == 20544
     # selective checkpointing keeps attention's output: the recompute is the layers' matmuls alone (5*1152)
     assert counts.hardware(5, 9, grad_ckpt=True, tiled_mlp=False, fused_head=False, selective=True) == 20544 + 5760
+
+
+def test_the_lm_head_counts_only_the_positions_trls_fused_head_projects():
+    """5 tokens whose labels train the last 2 (assistant-only): after the shift 2 positions are labelled. On CUDA
+    (TRL's Triton path) the head projects those 2: forward 5*1152 + 2*160 + 9*32 = 6368, model 19104; elsewhere
+    it projects all 4 shifted positions. Under SP, `shift_labels` arrive already shifted."""
+    labels = torch.tensor([[-100, -100, -100, 7, 8]])
+    ids = torch.tensor([[1, 2, 3, 7, 8]])
+    assert head_positions({"labels": labels}, ids, compact=True) == 2
+    assert head_positions({"labels": labels}, ids, compact=False) == 4
+    assert head_positions({"shift_labels": labels, "labels": labels}, ids, compact=True) == 2
+    assert head_positions({}, ids, compact=True) == 5
+    assert FlopCounts.from_config(SMALL).model(5, 9, head_positions=2) == 19104
+    model = AutoModelForCausalLM.from_config(SMALL).train()
+    callback = ThroughputCallback(model, grad_ckpt=False, tiled_mlp=False, pad_token_id=None, device="cpu")
+    callback.compact_head = True  # what a CUDA device with Triton gets (fused_head_is_compact)
+    callback._count(model, (), {"input_ids": ids, "labels": labels})
+    assert callback.counts == [5, 5, 15, 2]  # one 5-token document: 15 causal pairs
+
+
+def test_a_cpu_run_on_a_gpu_host_reports_host_memory_and_no_mfu(monkeypatch):
+    """The run's device decides, not what is installed: with CUDA "available", a CPU run must not read it."""
+
+    def no_cuda(*args, **kwargs):
+        raise AssertionError("a CPU run queried CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for name in ("max_memory_allocated", "reset_peak_memory_stats", "get_device_name"):
+        monkeypatch.setattr(torch.cuda, name, no_cuda)
+    model = AutoModelForCausalLM.from_config(SMALL)
+    callback = ThroughputCallback(model, grad_ckpt=False, tiled_mlp=False, pad_token_id=None, device="cpu")
+    assert callback.peak_flops is None and peak_memory_gib(torch.device("cpu")) > 0
+    row = callback._row(elapsed=1.0)
+    assert row["peak_mem_gib"] > 0 and "mfu" not in row
 
 
 def test_pairs_of_sp_slices_add_up_to_the_row():
@@ -130,3 +165,13 @@ def test_metrics_reach_tensorboard(tmp_path):
     trainer.train()
     tags = {tag.removeprefix("train/") for tag in tensorboard_scalars(tmp_path / "out")}  # out/runs/...
     assert {"tokens_per_s", "real_tokens_per_s", "model_tflops_per_gpu", "peak_mem_gib"} <= tags, tags
+
+
+def test_recipes_readme_states_the_mfu_formula_the_code_computes():
+    """recipes/README.md's `F = ...` evaluated for SMALL (P = 576 matmul weights by hand, V 10, h 8, L 1, H 2, d 4)
+    equals `FlopCounts.model`: a change of either the code or the formula text fails here."""
+    text = " ".join((REPO / "recipes/README.md").read_text().split())
+    formula = text.split("model FLOPs F = ")[1].split(" per step")[0]
+    expression = formula.replace("·", "*").replace("Σ n(n+1)/2", "pairs")
+    values = {"P": 576, "S": 5, "V": 10, "h": 8, "S_head": 2, "L": 1, "H": 2, "d": 4, "pairs": 9}
+    assert eval(expression, {}, values) == FlopCounts.from_config(SMALL).model(5, 9, head_positions=2) == 19104

@@ -81,14 +81,6 @@ CASES = [
         "max_length: 2046",
     ),
     ("seq-pad-multiple", "cpu", {"recipe": {"pad_to_multiple_of": 3}}, [], "pad_to_multiple_of", "pad_to_multiple_of"),
-    (
-        "seq-cpu-pad",
-        "cpu",
-        {"recipe": {"pad_to_multiple_of": 2}},
-        [],
-        "pad_to_multiple_of",
-        "pad_to_multiple_of: 2048",
-    ),
     ("seq-fixed-unset", "cpu", {"accel": pc(sp_seq_length_is_variable=False)}, [], "sp_seq_length", "set it to 2048"),
     (
         "seq-fixed-wrong",
@@ -159,6 +151,30 @@ CASES = [
         "rope_type: yarn",
     ),
     ("ds-stage-1", "cpu", {"ds": {"zero_optimization": {"stage": 1}}}, [], "zero_optimization.stage", "stage: 3"),
+    (  # on a GPU launch the memory check runs too: it must not plan (or crash on) a stage it does not model
+        "ds-stage-1-gpu",
+        "gpu",
+        {"ds": {"zero_optimization": {"stage": 1}}},
+        [*GPU8, "--host-memory-gb", "512"],
+        "zero_optimization.stage",
+        "stage: 3",
+    ),
+    (
+        "ds-zero3-no-reduce-scatter",
+        "cpu",
+        {"ds": {"zero_optimization": {"reduce_scatter": False}}},
+        [],
+        "zero_optimization.reduce_scatter",
+        "reduce_scatter: true",
+    ),
+    (
+        "ds-quantized-gradients",
+        "gpu",
+        {"ds": {"zero_optimization": {"zero_quantized_gradients": True}}},
+        GPU8,
+        "zero_optimization.zero_quantized_gradients",
+        "set it to false",
+    ),
     ("ds-bf16", "cpu", {"ds": {"bf16": {"enabled": True}}}, [], "bf16.enabled", '"auto"'),
     ("ds-micro-batch", "cpu", {"ds": {"train_micro_batch_size_per_gpu": 2}}, [], "train_micro", '"auto" (or 1)'),
     ("ds-accumulation", "cpu", {"ds": {"gradient_accumulation_steps": 4}}, [], "gradient_accumulation", "(or 1)"),
@@ -293,3 +309,22 @@ def test_every_fault_reported_at_once(tmp_path, capsys):
     keys = {p["key"].split(".")[-1] for p in out["problems"] if p["severity"] == "error"}
     expected = {"max_lenght", "loss_type", "max_length", "num_processes", "parallelism_config_cp_size"}
     assert code == 1 and expected | {"enabled", "stage"} <= keys, keys
+
+
+def test_reduction_dtype_warning_says_what_the_key_does(tmp_path, capsys):
+    """With sp > 1 `seq_parallel_communication_data_type` is the dtype of every gradient reduction (the engine puts it
+    in place of `communication_data_type`), so the warning says that, and weighs it against the training precision:
+    a bf16 run reducing in fp32 and an fp32 run reducing in bf16 are warned, an fp32 run reducing in fp32 is not."""
+    key = "seq_parallel_communication_data_type"
+
+    def warnings(**changes) -> list[str]:
+        code, out = run(capsys, write_launch(tmp_path, "gpu", **changes), GPU8)
+        assert code == 0
+        return [p["message"] for p in out["problems"] if p["key"] == key]
+
+    (bf16_in_fp32,) = warnings(ds={key: "fp32"})
+    assert "every gradient reduction (the ZeRO reduce-scatter over all sp x dp ranks)" in bf16_in_fp32
+    (fp32_in_bf16,) = warnings(recipe={"bf16": False}, ds={key: "bf16"})
+    assert "rounding every gradient to 16 bits" in fp32_in_bf16
+    assert warnings(recipe={"bf16": False}, ds={key: "fp32"}) == []
+    assert warnings(ds={key: "bf16"}) == []

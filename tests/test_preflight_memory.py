@@ -3,6 +3,7 @@
 import pytest
 
 from longctx.memory_plan.calibration import (
+    KNOWN_OVER_PROMISE,
     LLAMA_8B,
     POINTS,
     TOLERANCE,
@@ -25,9 +26,22 @@ STACK = {
 HELD_OUT_BOUND = 0.35  # what the held-out points reach (module docstring); a regression past it fails
 
 
-@pytest.mark.parametrize("point", [p for p in POINTS if not p.held_out], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "point", [p for p in POINTS if not p.held_out and p.name not in KNOWN_OVER_PROMISE], ids=lambda p: p.name
+)
 def test_calibration_point(point):
     assert within(point), f"{point.name}: plan/published = {ratio(point):.2f}, tolerance {TOLERANCE:.0%}"
+
+
+@pytest.mark.parametrize("point", [p for p in POINTS if p.name in KNOWN_OVER_PROMISE], ids=lambda p: p.name)
+def test_known_over_promise_does_not_grow(point):
+    """The points the measured constants leave over-promised (calibration.py's docstring) stay where they are."""
+    assert ratio(point) <= KNOWN_OVER_PROMISE[point.name], f"{point.name}: plan/published = {ratio(point):.2f}"
+
+
+def test_the_refusal_line_stays_near_the_gpu():
+    """It was 1.45 x the GPU while fitted constants absorbed a gradient partition the GPU does not hold."""
+    assert refuse_factor() <= 1.2
 
 
 @pytest.mark.parametrize("point", [p for p in POINTS if p.held_out], ids=lambda p: p.name)
@@ -86,7 +100,7 @@ def test_max_seq_len_is_the_boundary():
     assert estimate(config, seq_len=fit + 8 * 1024, sp=8, num_gpus=8, **STACK).total_gib > gib
 
 
-@pytest.mark.parametrize("over, level", [(1.2, "warning"), (refuse_factor() + 0.1, "error")])
+@pytest.mark.parametrize("over, level", [((1 + refuse_factor()) / 2, "warning"), (refuse_factor() + 0.1, "error")])
 def test_memory_fit_refuses_only_past_the_published_headroom(over, level, monkeypatch):
     """A plan over the GPU but inside what published runs needed is a warning; beyond it, an error."""
     from types import SimpleNamespace
@@ -95,7 +109,8 @@ def test_memory_fit_refuses_only_past_the_published_headroom(over, level, monkey
 
     gib = 74.5
     plan = estimate(arch_config(LLAMA_8B), seq_len=131072, sp=8, num_gpus=8, **STACK)
-    scaled = MemoryPlan(**{k: v * over * gib / plan.total_gib for k, v in plan.__dict__.items()})
+    gpu = {k: v * over * gib / plan.total_gib for k, v in plan.__dict__.items() if not k.startswith("host_")}
+    scaled = MemoryPlan(**gpu, host_per_node=plan.host_per_node, host_rows=plan.host_rows)
     monkeypatch.setattr(memory_fit, "estimate", lambda *a, **k: scaled)
     monkeypatch.setattr(memory_fit, "max_seq_len", lambda *a, **k: 65536)
     monkeypatch.setattr(memory_fit, "plan_options", lambda launch: {})

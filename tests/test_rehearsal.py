@@ -78,6 +78,16 @@ def test_the_miniature_architecture_keeps_ratio_rope_and_ties(model):
     assert mini["num_hidden_layers"] == 2 and mini["vocab_size"] == 400
 
 
+def test_the_miniature_of_a_hybrid_model_keeps_every_layer_type_and_the_linear_head_ratio():
+    """Qwen3.5-27B (a multimodal checkpoint: its language model) at sp=4: 3 Gated DeltaNet layers and the softmax one,
+    as the real 3:1 pattern, and 4 linear key heads (one a rank) with the real value/key ratio (48 / 16)."""
+    config = json.loads((ARCHITECTURES_DIR / "Qwen/Qwen3.5-27B/config.json").read_text())
+    mini = miniature_config(config, 4, 400)
+    assert mini["model_type"] == "qwen3_5_text"
+    assert mini["layer_types"] == ["linear_attention"] * 3 + ["full_attention"] and mini["num_hidden_layers"] == 4
+    assert (mini["linear_num_key_heads"], mini["linear_num_value_heads"]) == (4, 12)
+
+
 def test_overrides_apply_to_the_real_recipe_and_the_rehearsals_own_keys_are_refused(tmp_path):
     derived = derive(resolve_recipe("llama8b-lora-256k"), tmp_path, {"lora_r": "8", "dataset_format": "text"})
     assert derived.recipe["lora_r"] == "8" and derived.recipe["dataset_format"] == "text"

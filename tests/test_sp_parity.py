@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from longctx.training.retrieval.haystack import filler_sentence, haystack
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.zero_configs import zero_variant
 
 pytestmark = pytest.mark.distributed
 
@@ -44,8 +45,10 @@ def write_rows(folder, n_rows: int = 16, seed: int = 3) -> None:
             f.write(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
 
 
-def train(tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=()) -> tuple[list[dict], dict]:
-    accel = f"accelerate_configs/cpu-sp{sp}.yaml"
+def train(
+    tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=(), accel=None
+) -> tuple[list[dict], dict, str]:
+    accel = accel or f"accelerate_configs/cpu-sp{sp}.yaml"
     out = tmp_path / f"{script.split('/')[-1][:-3]}-sp{sp}"
     proc = accelerate_launch(
         accel,
@@ -68,12 +71,12 @@ def train(tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=()) -> 
         assert "[checkpointing] selective" in proc.stdout, "TRL's selective checkpointing did not wrap the model"
     history = log_history(out)
     assert [row["step"] for row in history] == list(range(1, STEPS + 1))
-    return history, load_file(out / "model.safetensors")
+    return history, load_file(out / "model.safetensors"), proc.stdout
 
 
 def mismatches(base, other) -> list[str]:
-    """Human-readable differences beyond tolerance between two (history, weights) runs."""
-    (h0, w0), (h1, w1) = base, other
+    """Human-readable differences beyond tolerance between two (history, weights, stdout) runs."""
+    (h0, w0, *_), (h1, w1, *_) = base, other
     found = []
     for a, b in zip(h0, h1, strict=True):
         if abs(a["loss"] - b["loss"]) > LOSS_RTOL * abs(a["loss"]):
@@ -93,10 +96,12 @@ def runs(tmp_path_factory):
     write_rows(data)
     cache = {}
 
-    def run(sp: int, script: str = "recipes/sft.py", extra: tuple = ()):
-        if (sp, script, extra) not in cache:
-            cache[(sp, script, extra)] = train(tmp / "-".join(extra), data, sp, script, extra)
-        return cache[(sp, script, extra)]
+    def run(sp: int, script: str = "recipes/sft.py", extra: tuple = (), zero2: bool = False):
+        if (sp, script, extra, zero2) not in cache:
+            accel = zero_variant(tmp / "zero2", sp, stage=2) if zero2 else None
+            out = tmp / ("-".join(extra) + ("zero2" if zero2 else ""))
+            cache[(sp, script, extra, zero2)] = train(out, data, sp, script, extra, accel)
+        return cache[(sp, script, extra, zero2)]
 
     return run
 
@@ -135,6 +140,28 @@ def test_gate_catches_unweighted_sp_loss(runs):
     assert mismatches(runs(1), broken), "averaging per-rank losses without token weights went unnoticed"
 
 
+def test_zero2_matches_sp1(runs):
+    """ZeRO-2 divides the summed SP gradients by dp, ZeRO-3 by sp x dp (longctx/config/rules/zero.py); the SP loss
+    follows whichever the JSON asks for. Before, ZeRO-2 did not start on CPU (deepspeed.comm uninitialized), and with
+    that fixed it trained sp=2 with grad norm 2.000x sp=1's (3.37706 vs 1.68853) and diverging losses. Against ZeRO-2
+    at sp=1: a random model built under ZeRO-3's `zero.Init` draws other weights than one built without it."""
+    assert mismatches(runs(1, zero2=True), runs(2, zero2=True)) == []
+
+
+VARIABLE = ("--pad_to_multiple_of", "2")
+
+
+def test_variable_length_sp_run_equals_the_padded_run(runs):
+    """Rows padded to a multiple of sp only, as the GPU recipes run: SP-group members load rows of different lengths,
+    which DeepSpeed's SP loader gathers (on gloo through longctx/training/gloo_uneven_gather.py) and Ulysses shards
+    per call. Per-step losses, grad norms and trained weights equal the run padded to max_length."""
+    variable = runs(2, extra=VARIABLE)
+    assert "[gloo] SP ranks hold batches of different shapes" in variable[2]
+    shard = int(variable[2].split("first step: rank 0 holds a shard of ")[1].split()[0])
+    assert shard < 256, "the first batch was padded to max_length: the variable-length path did not run"
+    assert mismatches(runs(2), variable) == []
+
+
 # TiledMLP, checkpoint offload and TRL's selective checkpointing (attention's output kept, not recomputed)
 ALST_ON = ("--tiled_mlp", "true", "--activation_checkpoint_offload", "true")
 ALST_ON += ("--gradient_checkpointing_kwargs", SELECTIVE)
@@ -148,6 +175,6 @@ def test_alst_features_match_plain_sp2(runs):
 
 def test_throughput_metrics_are_logged(runs):
     """longctx/training/metrics.py adds tokens/s (global and per rank) and peak memory to every logged step."""
-    history, _ = runs(2, extra=ALST_ON)
+    history, *_ = runs(2, extra=ALST_ON)
     assert all(row["tokens_per_s"] > 0 and row["peak_mem_gib"] > 0 for row in history)
     assert all(row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 2) for row in history)

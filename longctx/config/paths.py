@@ -29,6 +29,8 @@ SHORT_NAMES = {
     "qwen8b-128k": "qwen3-8b/sft-128k-sp4",
     "qwen32b-256k": "qwen3-32b/sft-256k-2x8-sp8-dp2",
     "gptoss20b-128k": "gpt-oss-20b/sft-128k-sp8",
+    "qwen3.5-27b-256k": "qwen3.5-27b/sft-256k-sp8",
+    "qwen3.5-27b-lora-256k": "qwen3.5-27b/lora-256k-sp8",
 }
 
 

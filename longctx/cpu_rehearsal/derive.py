@@ -71,7 +71,10 @@ def derive_deepspeed(raw: dict) -> tuple[dict, list[str]]:
     """
     ds, notes = json.loads(json.dumps(raw)), []
     if ds.get("seq_parallel_communication_data_type", "fp32") != "fp32":
-        notes.append(f"deepspeed: SP all-to-all in fp32 (was {ds['seq_parallel_communication_data_type']}): fp32 run")
+        was = ds["seq_parallel_communication_data_type"]
+        notes.append(
+            f"deepspeed: gradient reductions in fp32 (seq_parallel_communication_data_type was {was}): fp32 run"
+        )
         ds["seq_parallel_communication_data_type"] = "fp32"
     return ds, notes
 

@@ -14,8 +14,9 @@ from itertools import pairwise
 from pathlib import Path
 
 from longctx.config.architectures import hf_cache_file
+from longctx.config.linear_layers import text_config
 from longctx.config.paths import repo_path
-from longctx.miniature import LAYERS, miniature_config
+from longctx.miniature import miniature_config
 
 # Special tokens as the models' tokenizer_config.json publish them (typed here: the tokenizers are not on disk).
 FAMILY_TOKENS = {
@@ -40,6 +41,12 @@ FAMILY_TOKENS = {
         # harmony renders a long fixed system preamble on every conversation: at the default size the stand-in
         # spends ~200 of the rehearsal's 256 tokens on it, so it learns the rendered text with a larger vocabulary
         "vocab": 1024,
+    },
+    "qwen3_5_text": {  # Qwen3.5: Qwen3's chat tokens, plus the vision markers its template can emit
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+        "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<|vision_start|>"],
     },
 }
 
@@ -110,7 +117,7 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
     """Write the miniature's config.json and tokenizer into `folder`; returns what differs from the real model."""
     from transformers import AutoTokenizer
 
-    config = json.loads((snapshot / "config.json").read_text())
+    config = text_config(json.loads((snapshot / "config.json").read_text()))
     own = tokenizer_on_disk(recipe_model)
     if own is not None:
         tokenizer = AutoTokenizer.from_pretrained(own)
@@ -125,7 +132,8 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
     (folder / "config.json").write_text(json.dumps(mini, indent=2) + "\n")
     tokenizer.save_pretrained(folder)
     notes.append(
-        f"model: {config['model_type']} from {snapshot.name} scaled to {LAYERS} layers, hidden {mini['hidden_size']}, "
+        f"model: {config['model_type']} from {snapshot.name} scaled to {mini['num_hidden_layers']} layers, hidden "
+        f"{mini['hidden_size']}, "
         f"{mini['num_attention_heads']} query / {mini['num_key_value_heads']} KV heads (real "
         f"{config['num_hidden_layers']} layers, hidden {config['hidden_size']}, {config['num_attention_heads']} / "
         f"{config.get('num_key_value_heads')}), random weights; rope, tied embeddings and layer types as the real one"

@@ -39,19 +39,25 @@ def load_model(recipe, sft, model_args, checkpoint: str | None):
     return model, tok
 
 
-def prepare(model, sft):
+def prepare(model, recipe, sft):
     """The model as accelerate prepares it for this mesh; returns (model, accelerator)."""
     from accelerate import Accelerator
     from torch.utils.data import DataLoader
 
+    from longctx.training.linear_attention_sp import enable_linear_attention_sp, lift_accelerate_refusal
     from longctx.training.sp_eval import keep_sp_in_eval
 
     keep_sp_in_eval()  # before accelerate registers Ulysses attention
+    # Gated DeltaNet layers (Qwen3.5) sharded by head as in training; accelerate refuses any other recurrent layer
+    lift_accelerate_refusal()
+    linear_line = enable_linear_attention_sp(model, recipe, recipe_topology(recipe).sp_size)
     acc = Accelerator(mixed_precision="bf16" if sft.bf16 else "no")
     drop_optimizer_sections(acc)
     # A one-row loader fills DeepSpeed's `auto` micro-batch size (1, like training); it is not used.
     model.eval()
     model, _ = acc.prepare(model, DataLoader([0], batch_size=1))
+    if linear_line:
+        acc.print(linear_line)
     return model, acc
 
 
@@ -61,10 +67,14 @@ def drop_optimizer_sections(acc) -> None:
     The GPU recipes' JSONs name DeepSpeed's AdamW with `lr: auto`, which the trainer fills from the recipe;
     a model prepared alone has nothing to fill it with and accelerate refuses it ("`optimizer.params.lr` not
     found in kwargs"). The ZeRO stage, offload and SP settings, which decide memory and numbers, stay.
+    It changes the dict accelerate's plugin built from the JSON (as longctx/training/universal.py does), not a copy:
+    a pure function would need a plugin built by hand from the launcher's environment, a second reading of what
+    accelerate already read; so it is registered as a change of upstream state instead.
     """
     plugin = acc.state.deepspeed_plugin
     if plugin is not None:
         for section in ("optimizer", "scheduler"):
+            # registered in longctx/training/patches.py: accelerate's own config dict, changed before prepare reads it
             plugin.deepspeed_config.pop(section, None)
 
 
@@ -94,7 +104,7 @@ def timed_score(model, example, sp: int, sp_rank: int, device) -> dict:
 def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
     """Score the grid; on global rank 0 returns (every example's verdict, the model's config), None elsewhere."""
     model, tok = load_model(recipe, sft, model_args, args.checkpoint)
-    model, acc = prepare(model, sft)
+    model, acc = prepare(model, recipe, sft)
     sp, sp_rank, dp, dp_rank = sp_coordinates(acc)
     examples = grid(tok, args.tasks, args.lengths, args.depths, args.samples, args.seed)
     mine = []

@@ -34,7 +34,9 @@ def load_architecture(model_name_or_path: str, config_source: str | None = None)
 
 
 def tiny_config(config, sp: int):
-    """The shared miniature of the config for a probe at `sp`, as a config object of the model's class."""
+    """The shared miniature of the config for a probe at `sp`, as a config object of the model's class (of a
+    multimodal checkpoint, its language model's)."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
     return type(config).from_dict(miniature_config(config.to_dict(), sp, VOCAB))
 
 

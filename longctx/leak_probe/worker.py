@@ -7,7 +7,13 @@ it, and each rank holds one sequence shard, as DeepSpeed's SP dataloader adapter
 Checks, each a list of failures (empty = pass):
 - leak: perturb each document in turn; every other document's logits and loss must not move.
 - parity (`--parity`): loss and gradients of the packed batch at this sp equal the packed batch at sp=1
-  and the token-weighted sum over the documents run one by one, unpacked.
+  and the token-weighted sum over the documents run one by one, unpacked; and a batch of one-document rows
+  at this sp equals it at sp=1.
+- stock (`--compare-stock`): the same leak check, and the parity at this sp, with the isolation and the
+  linear-attention layers switched to upstream's code (the negative control: it must leak / differ).
+
+Hybrid models (Qwen3.5) get their Gated DeltaNet layers made sequence-parallel and document-restarting by the
+entrypoint's own installer (longctx/training/linear_attention_sp.py), so the probe covers the linear layers too.
 """
 
 import argparse
@@ -22,6 +28,7 @@ from longctx.config.keys import override_values, split_argv
 from longctx.leak_probe.data import IGNORE, LAYOUTS, packed_batch, perturbed, shift_labels, spans
 from longctx.leak_probe.model import VOCAB, build_probe_model, load_architecture, recipe_model, tiny_config
 from longctx.training.isolation import install_document_isolation, set_isolation_enabled
+from longctx.training.linear_attention_sp import install_linear_attention_sp, set_linear_attention_sp_enabled
 from longctx.training.sinks import enable_sinks_and_windows
 
 LOGIT_ATOL = 1e-5  # fp32: an isolated document is computed bit-for-bit alike; a leak moves logits by ~1e-2
@@ -136,6 +143,21 @@ def register_ulysses(model, attn: str, sp: int, batch_size: int) -> None:
     )
 
 
+def switch_stock(model, stock: bool) -> None:
+    """Upstream's attention and Gated DeltaNet code (stock=True), or this repository's (False)."""
+    set_isolation_enabled(not stock)
+    set_linear_attention_sp_enabled(model, not stock)
+
+
+def all_parity(model, batches: dict, reference: dict, rank: int, sp: int, prefix: str = "") -> list[str]:
+    """Every batch's loss and gradients at this sp against `reference` (each batch at sp=1, ours)."""
+    failures = []
+    for kind, batch in batches.items():
+        got = packed_loss_and_grads(model, batch, rank, sp)
+        failures += parity_failures(f"{prefix}{kind} sp={sp} vs {kind} sp=1", got, reference[kind])
+    return failures
+
+
 def run(
     recipe: str, sp: int, rank: int, isolation: bool, compare_stock: bool, parity: bool, device="cpu", overrides=None
 ) -> dict:
@@ -147,30 +169,38 @@ def run(
     model = build_probe_model(config, attn, seed=0, device=device)
     layouts = LAYOUTS if attn == "sdpa" else LAYOUTS[:1]  # flash isolates from position_ids at one row only
     batch = packed_batch(config.vocab_size, layouts=layouts)
+    batches = {
+        "packed": batch,
+        "unpacked": packed_batch(config.vocab_size, layouts=[[sum(layouts[0])]] * len(layouts)),
+    }
     report = {"recipe": recipe, "model": name, "attn_implementation": attn, "sp": sp, "device": device}
     report["install"] = install_document_isolation(attn, config, enabled=isolation)
     sinks_line = enable_sinks_and_windows(config, attn)  # gpt-oss: wraps the `sdpa` just registered
     report["install"] += f"\n{sinks_line}" if sinks_line else ""
+    report["linear_attention"] = install_linear_attention_sp(model, sp, recipe, name)
+    switch_stock(model, not isolation)
     atol = LOGIT_ATOL if model.dtype == torch.float32 else BF16_ATOL
     if parity:
-        packed_sp1 = packed_loss_and_grads(model, batch, 0, 1)
+        sp1 = {kind: packed_loss_and_grads(model, b, 0, 1) for kind, b in batches.items()}
         separate = separate_loss_and_grads(model, batch, layouts)
     if sp > 1:
         register_ulysses(model, attn, sp, len(layouts))
     report["leaks"] = leak_failures(model, batch, layouts, rank, sp, atol)
     if compare_stock:
-        set_isolation_enabled(False)
+        switch_stock(model, True)
         report["stock_leaks"] = leak_failures(model, batch, layouts, rank, sp, atol)
-        set_isolation_enabled(True)
+        report["stock_parity"] = all_parity(model, batches, sp1, rank, sp, "stock ") if parity else []
+        switch_stock(model, False)
     if parity:
         packed = packed_loss_and_grads(model, batch, rank, sp)
         report["packed_loss"], report["packed_sp1_loss"], report["separate_loss"] = (
             packed[0],
-            packed_sp1[0],
+            sp1["packed"][0],
             separate[0],
         )
-        report["parity"] = parity_failures(f"packed sp={sp} vs packed sp=1", packed, packed_sp1)
+        report["parity"] = parity_failures(f"packed sp={sp} vs packed sp=1", packed, sp1["packed"])
         report["parity"] += parity_failures(f"packed sp={sp} vs documents one by one", packed, separate)
+        report["parity"] += all_parity(model, {"unpacked": batches["unpacked"]}, sp1, rank, sp)
     return report
 
 

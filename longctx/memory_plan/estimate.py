@@ -15,8 +15,9 @@ backward, and its buffers are freed by then), plus communication buckets and a f
 import math
 from dataclasses import dataclass, fields
 
-from longctx.memory_plan import terms
+from longctx.memory_plan import linear_attention, terms
 from longctx.memory_plan.arch import Arch
+from longctx.memory_plan.host import DEFAULT_SUB_GROUP, host_terms
 
 GIB = 2**30
 FRAGMENTATION = 0.10  # caching-allocator fragmentation with expandable_segments (ALST: budget 10-15%)
@@ -25,12 +26,13 @@ DEFAULT_BUCKET = 5e8  # DeepSpeed's reduce_bucket_size when the JSON does not se
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Peak GPU memory per rank by term (GiB), and host memory per machine (GiB)."""
+    """Peak GPU memory per rank by term (GiB), and host memory per node (GiB) with its terms (`host_rows`)."""
 
     model_states: float
     gathered_params: float
     checkpoints: float
     attention: float
+    linear_attention: float  # a Gated DeltaNet layer's token mixer (hybrid models); the larger mixer counts
     mlp: float
     hidden_states: float
     lm_head: float
@@ -39,21 +41,26 @@ class MemoryPlan:
     fragmentation: float
     host_per_node: float
     saved_attention: float = 0.0  # selective checkpointing's kept attention outputs (terms.saved_attention)
+    host_rows: tuple[tuple[str, float], ...] = ()  # host terms per node (GiB), longctx/memory_plan/host.py
 
     @property
     def total_gib(self) -> float:
         return sum(value for _, value in self.rows())
 
     def rows(self) -> list[tuple[str, float]]:
-        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted;
-        `saved_attention` only where selective checkpointing is on."""
-        layer = self.attention + self.mlp + self.hidden_states
+        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted
+        (and of a layer's token mixers, softmax or linear attention, the larger); `saved_attention` only where
+        selective checkpointing is on."""
+        mixer = max(self.attention, self.linear_attention)
+        layer = mixer + self.mlp + self.hidden_states
         out = []
         for f in fields(self):
-            if f.name == "host_per_node" or (f.name == "saved_attention" and not self.saved_attention):
+            if f.name.startswith("host_") or (f.name == "saved_attention" and not self.saved_attention):
                 continue
             value = getattr(self, f.name)
-            if f.name in ("attention", "mlp", "hidden_states") and self.lm_head > layer:
+            if f.name in ("attention", "linear_attention") and value < mixer:
+                value = 0.0
+            if f.name in ("attention", "linear_attention", "mlp", "hidden_states") and self.lm_head > layer:
                 value = 0.0
             if f.name == "lm_head" and layer >= self.lm_head:
                 value = 0.0
@@ -85,6 +92,9 @@ def estimate(
     prefetch_bucket: float = DEFAULT_BUCKET,
     packed_mask: bool = False,
     gpus_per_node: int | None = None,
+    linear_kernel: str = "fla",
+    pin_memory: bool = True,
+    sub_group_size: float = DEFAULT_SUB_GROUP,
     selective_ckpt: bool = False,
 ) -> MemoryPlan:
     """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
@@ -93,12 +103,18 @@ def estimate(
     `kernels`: the layer kernels, transformers' own (`hf`) or Liger's (`liger`, with `use_liger_kernel`).
     `attention`: `flash` (FlashAttention / a varlen kernel on a GPU) or `sdpa` (the CPU-measured constants).
     `packed_mask`: whether transformers' [B, 1, s, s] packed mask is built (stock sdpa on packed rows).
+    `linear_kernel`: the Gated DeltaNet recurrence of hybrid models, `fla` (GPU) or `reference` (torch's).
+    `pin_memory`, `sub_group_size`: DeepSpeed's offload settings, for the host terms (longctx/memory_plan/host.py).
     `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
+    mixers = (
+        terms.attention(arch, micro_batch * seq_len, sp, attention) if arch.linear_layers < arch.layers else 0.0,
+        linear_attention.working_set(arch.linear, micro_batch * seq_len, sp, linear_kernel) if arch.linear else 0.0,
+    )
     layer = (
-        terms.attention(arch, micro_batch * seq_len, sp, attention),
+        max(mixers),
         terms.mlp(arch, s, tiled_mlp, tiled_mlp_shards, kernels),
         terms.hidden_states(arch, s, kernels),
     )
@@ -108,7 +124,8 @@ def estimate(
         ),
         "gathered_params": terms.gathered_params(arch, zero_stage, prefetch_bucket),
         "checkpoints": terms.checkpoints(arch, s, grad_ckpt, act_offload, kernels),
-        "attention": layer[0],
+        "attention": mixers[0],
+        "linear_attention": mixers[1],
         "mlp": layer[1],
         "hidden_states": layer[2],
         "lm_head": terms.lm_head(arch, s, head, trainable_head=not lora),
@@ -119,21 +136,20 @@ def estimate(
     working = max(sum(layer), parts["lm_head"])
     transient = parts["checkpoints"] + kept + working + parts["packed_mask"] + parts["comm_buffers"]
     per_node = gpus_per_node or num_gpus
-    host = host_bytes(arch, s, num_gpus, offload_optimizer, offload_params, act_offload and grad_ckpt, lora)
+    host = host_terms(
+        arch, s, num_gpus, offload_optimizer=offload_optimizer, offload_params=offload_params,
+        act_offload=act_offload and grad_ckpt, lora_rank=lora_rank if lora else None, pin_memory=pin_memory,
+        sub_group_size=sub_group_size,
+    )  # fmt: skip
+    host_rows = tuple((name, value * per_node / GIB) for name, value in host.items())
     gib = {k: v / GIB for k, v in parts.items()}
-    fragmentation, host_gib = transient * FRAGMENTATION / GIB, host * per_node / GIB
-    return MemoryPlan(**gib, fragmentation=fragmentation, host_per_node=host_gib, saved_attention=kept / GIB)
-
-
-def host_bytes(arch: Arch, s: int, num_gpus: int, offload_optimizer, offload_params, act_offload, lora) -> float:
-    """Host RAM one rank needs: offloaded optimizer states (fp32 master, Adam, gradient: 16 bytes a
-    parameter), offloaded bf16 weights, and offloaded activation checkpoints."""
-    share = arch.params / num_gpus
-    total = 16 * share if offload_optimizer and not lora else 0
-    total += 2 * share if offload_params else 0
-    if act_offload:
-        total += arch.layers * s * arch.hidden * 2
-    return total
+    return MemoryPlan(
+        **gib,
+        fragmentation=transient * FRAGMENTATION / GIB,
+        host_per_node=sum(value for _, value in host_rows),
+        saved_attention=kept / GIB,
+        host_rows=host_rows,
+    )
 
 
 def max_seq_len(arch_config: dict, gpu_gib: float, *, sp: int, step: int = 1024, **options) -> int:

@@ -15,15 +15,25 @@ BF16 = 2
 HIDDEN_COPIES = 12.5  # s x h: residuals, both RMSNorms' fp32 upcasts (2 units each) and outputs, q, gradients
 MLP_COPIES = 6  # s x I: gate, up, silu(gate), their product, and the gradients in flight
 ATTENTION_COPIES = 1  # per unit of (2 H + 2 KV) x d: what grows with the K/V width (k, v, their rotations/grads)
-ALL_TO_ALL_COPIES = 3  # Ulysses' all-to-all outputs and their contiguous copies, forward and backward (sp > 1; fitted)
+# What DeepSpeed's Ulysses all-to-all adds at the attention module's peak under SP, per unit of the full-sequence
+# attention width (q, k, v and out at H / sp heads): its contiguous copies before and after each exchange. Measured
+# on CPU over gloo with DeepSpeed's own UlyssesSPAttentionHF around sdpa, against sdpa alone on the tensors the
+# exchange hands it (tests/test_memory_terms.py::test_all_to_all_copies: 1.0 at sp=2; 1.02 and 1.19 in two runs
+# at sp=4). None at sp=1, where there is no exchange. It was 3, fitted at sp=8, where it also absorbed the GPU-side
+# gradient partition.
+ALL_TO_ALL_COPIES = 1.0
 # FlashAttention 2 on a GPU keeps more than sdpa on CPU: its backward accumulates dq in fp32 and, with GQA,
 # computes dk/dv for every query head before summing them. CUDA only: set from the calibration points.
 FLASH_ATTENTION_COPIES = 2.0
 TAIL_COPIES = 4.5  # s x h, not checkpointed: the final RMSNorm's saved fp32 tensors and the head's input copy
 # With Liger's layer kernels (RMSNorm, SwiGLU, RoPE: what `use_liger_kernel` still applies under TRL 1.16) the
-# norms keep no fp32 copies and SwiGLU recomputes silu in backward. Triton only, so not measurable on CPU: set
-# from the calibration points that are not held out (longctx/memory_plan/calibration.py).
-LIGER_COPIES = {"hidden": 2.0, "mlp": 2.0, "tail": 2.5}  # fitted: worst 12% over the calibration points
+# norms keep no fp32 copies and SwiGLU recomputes silu in backward. Liger allocates every buffer in Python and its
+# Triton kernels only fill them, so the bytes are measured on CPU with the launches made no-ops:
+# hidden 6.2 and mlp 4.1 (tests/test_memory_terms.py::test_liger_layer_working_set holds one layer within 5% at
+# five shapes, h and I varied apart). The tail, 1.6, is the same measurement of the checkpointed forward at
+# h=128 (1.55); at h=64 fixed allocations blur it, so no test holds it. They were fitted to {2, 2, 2.5}, which
+# absorbed a bf16 gradient partition the plan wrongly kept on the GPU under optimizer offload.
+LIGER_COPIES = {"hidden": 6.2, "mlp": 4.1, "tail": 1.6}
 HF_COPIES = {"hidden": HIDDEN_COPIES, "mlp": MLP_COPIES, "tail": TAIL_COPIES}
 HF_LOGIT_BYTES = 12  # per token and vocabulary entry: bf16 logits and fp32 upcast, log-softmax, gradient
 TRL_VOCAB_CHUNK = 32768  # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE
@@ -34,13 +44,21 @@ def model_states(arch: Arch, num_gpus: int, zero_stage: int, offload_optimizer: 
                  lora_rank: int | None) -> float:  # fmt: skip
     """ZeRO (Rajbhandari et al. 2020, section 3): mixed-precision Adam keeps 2 + 2 + 12 = 16 bytes a parameter
     (bf16 weight, bf16 gradient, fp32 master weight and two moments); stage 3 shards all of it over every GPU,
-    stage 2 keeps the bf16 weights whole. Optimizer offload (ZeRO-Offload) leaves the bf16 weight and gradient
-    partitions (4 bytes), parameter offload the gradient alone (2). LoRA: frozen bf16 weights, and the
-    adapters with their own 16 bytes a parameter."""
+    stage 2 keeps the bf16 weights whole. Optimizer offload leaves only the bf16 weight partition on the GPU:
+    DeepSpeed's stage 3 keeps the gradient partitions in `grad_partitions_flat_buffer` on the offload device
+    (`_setup_for_real_optimizer`, deepspeed/runtime/zero/stage3.py; the host side is longctx/memory_plan/host.py).
+    Parameter offload moves the weight partition to the host too. LoRA: frozen bf16 weights, and the adapters
+    with their own states by the same rules. Stages 0 and 1 are not modelled (the recipes refuse them,
+    longctx/config/rules/zero.py)."""
+    if zero_stage not in (2, 3):
+        raise ValueError(f"ZeRO stage {zero_stage} is not modelled (stages 2 and 3 only)")
+    if offload_optimizer:
+        per_param = 0 if offload_params else BF16
+    else:
+        per_param = 16 - (BF16 if offload_params else 0)
     if lora_rank:
         base = 0 if offload_params else BF16 * arch.params / (num_gpus if zero_stage == 3 else 1)
-        return base + 16 * arch.lora_params(lora_rank) / num_gpus
-    per_param = (2 if offload_params else 4) if offload_optimizer else 16
+        return base + per_param * arch.lora_params(lora_rank) / num_gpus
     states = arch.params * per_param / num_gpus
     if zero_stage == 2:
         states += arch.params * BF16 * (1 - 1 / num_gpus)

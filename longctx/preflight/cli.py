@@ -1,7 +1,7 @@
 """Command line of preflight: validate a launch (default), `plan` it, or validate every shipped recipe.
 
     python -m longctx validate RECIPE [--accelerate-config P] [--num-gpus N] [--num-nodes M]
-        [--gpu-memory-gb G] [--json]
+        [--gpu-memory-gb G] [--host-memory-gb R] [--json]
     python -m longctx plan RECIPE [same flags]
     python -m longctx validate --all [--intended]  every recipe under recipes/ (its own topology with --intended)
     python -m longctx validate RECIPE -- --max_length 65536   recipe overrides, as `make validate ARGS=..` passes them
@@ -44,6 +44,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-gpus", type=positive, help="GPUs per machine (default: the visible ones)")
     parser.add_argument("--num-nodes", type=positive, help="machines (default 1)")
     parser.add_argument("--gpu-memory-gb", type=positive_float, help="memory of one GPU in GB (e.g. 80)")
+    parser.add_argument(
+        "--host-memory-gb",
+        type=positive_float,
+        help="RAM of one node (RAM is sized in binary units: 128 means 128 GiB; default: read with --this-machine)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object per recipe")
     parser.add_argument("--all", action="store_true", help="every recipe under recipes/")
     parser.add_argument("--intended", action="store_true", help="GPUs per machine from each accelerate YAML")

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 
 from longctx.config.architectures import SINK_MODEL_TYPES, find_model_config
+from longctx.config.linear_layers import text_config
 from longctx.config.paths import REPO_ROOT
 
 ROPE_KEYS = ("rope_parameters", "rope_scaling")
@@ -65,7 +66,7 @@ def recipe_facts(
     path = find_model_config(model_name, config_source)
     if path is None:
         return None
-    config = json.loads(path.read_text())
+    config = text_config(json.loads(path.read_text()))  # a multimodal checkpoint's language model (Qwen3.5)
     theta = rope_dict(config).get("rope_theta", config.get("rope_theta"))
     native, native_rope = int(config.get("max_position_embeddings") or 0), dict(rope_dict(config))
     config.update(overrides or {})

@@ -29,7 +29,9 @@ class Machine:
 
     gpus_per_node: int | None = None
     num_nodes: int | None = None
-    gpu_memory_gb: float | None = None
+    gpu_memory_gb: float | None = None  # as sold (`--gpu-memory-gb 80`)
+    gpu_memory_gib: float | None = None  # as torch reports the visible GPU (`total_memory`)
+    host_memory_gib: float | None = None  # RAM of one node: `--host-memory-gb`, or read here with --this-machine
     source: str = "unknown"  # visible | flags | intended | unknown
     this_machine: bool = False  # `make sft`: the launch happens here, so what is visible is authoritative
 

@@ -1,6 +1,7 @@
 """The memory-relevant settings of a launch, read from the recipe, its accelerate YAML and DeepSpeed JSON."""
 
-GB = 1e9  # GPU sizes are sold in GB (H100 80GB); the plan computes in GiB
+from longctx.memory_plan.gpus import torch_gib
+from longctx.memory_plan.host import DEFAULT_SUB_GROUP
 
 
 def offloaded(launch, what: str) -> bool:
@@ -9,6 +10,14 @@ def offloaded(launch, what: str) -> bool:
     device = (zero.get(f"offload_{what}") or {}).get("device", "none")
     accel = ((launch.accel_raw or {}).get("deepspeed_config") or {}).get(f"offload_{what}_device", "none")
     return device in ("cpu", "nvme") or accel in ("cpu", "nvme")
+
+
+def offload_setting(launch, key: str, default):
+    """`offload_optimizer.<key>` (pin_memory) or `zero_optimization.<key>` (sub_group_size) from the DeepSpeed JSON:
+    the settings the host terms depend on (longctx/memory_plan/host.py)."""
+    zero = (launch.ds or {}).get("zero_optimization") or {}
+    value = (zero.get("offload_optimizer") or {}).get(key, zero.get(key, default))
+    return default if value == "auto" else value
 
 
 def bucket(ds: dict, key: str, hidden: int | None, auto_factor: float, default: float) -> float:
@@ -37,7 +46,7 @@ def plan_options(launch) -> dict:
     stock_mask = attn == "sdpa" and is_packed(recipe, sft) and getattr(recipe, "allow_cross_document_attention", False)
     return {
         "num_gpus": topo.world_size,
-        "zero_stage": int((ds.get("zero_optimization") or {}).get("stage", 3)),
+        "zero_stage": int((ds.get("zero_optimization") or {}).get("stage", 0)),  # DeepSpeed's default
         "offload_optimizer": offloaded(launch, "optimizer"),
         "offload_params": offloaded(launch, "param"),
         "head": "trl",
@@ -57,9 +66,24 @@ def plan_options(launch) -> dict:
         "micro_batch": int(sft.per_device_train_batch_size),
         "comm_fp32": topo.sp_size > 1 and ds.get("seq_parallel_communication_data_type", "fp32") != "bf16",
         "gpus_per_node": machine.gpus_per_node or topo.processes_per_machine,
+        "pin_memory": bool(offload_setting(launch, "pin_memory", True)),
+        "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
     }
 
 
 def gpu_gib(launch) -> float | None:
-    gb = launch.machine.gpu_memory_gb
-    return gb * GB / 2**30 if gb else None
+    """The GPU's memory as torch reports it (GiB): read from the GPU, or the figure for a GPU sold as `--gpu-memory-gb`
+    (an "80 GB" H100 is 79.2 GiB to torch, not 80e9 bytes; longctx/memory_plan/gpus.py)."""
+    machine = launch.machine
+    if machine.gpu_memory_gib:
+        return machine.gpu_memory_gib
+    return torch_gib(machine.gpu_memory_gb) if machine.gpu_memory_gb else None
+
+
+def zero_refused(launch) -> bool:
+    """Whether this launch's DeepSpeed JSON is one the rules refuse (longctx/config/rules/zero.py): nothing is
+    planned for it (the plan models ZeRO 2 and 3 only), the rule's error says what to change."""
+    from longctx.config.rules.zero import unsupported
+
+    ds, topo = getattr(launch, "ds", None), getattr(launch, "topo", None)
+    return isinstance(ds, dict) and topo is not None and bool(unsupported(ds, topo.sp_size))

@@ -5,6 +5,7 @@ from it for the GPU given by --gpu-memory-gb (or the visible one; 80 GB when nei
 """
 
 from longctx.memory_plan.estimate import estimate, max_seq_len
+from longctx.memory_plan.gpus import torch_gib
 from longctx.preflight.facts import position_range
 from longctx.preflight.options import gpu_gib, plan_options
 
@@ -42,12 +43,14 @@ def mesh_lines(launch) -> list[str]:
 
 def heads_line(launch) -> str:
     """The sp sizes this model allows, and whether its KV heads are replicated at this sp."""
-    from longctx.preflight.checks.heads import kv_note, valid_sp_sizes
+    from longctx.preflight.checks.heads import kv_note, model_sp_sizes
 
     facts, sp = launch.facts, launch.topo.sp_size
-    valid = ", ".join(map(str, valid_sp_sizes(facts.num_heads, facts.num_kv_heads)))
+    valid = ", ".join(map(str, model_sp_sizes(facts.config, facts.num_heads, facts.num_kv_heads)))
     note = kv_note(facts.num_kv_heads, sp)
-    return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV; valid sp sizes: {valid}" + (
+    linear = facts.config.get("linear_num_key_heads")
+    linear = f", {linear} linear-attention key / {facts.config['linear_num_value_heads']} value" if linear else ""
+    return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV{linear}; valid sp sizes: {valid}" + (
         f"; {note}" if note else ""
     )
 
@@ -69,23 +72,43 @@ def attention_line(launch) -> str | None:
     return line
 
 
+def cannot_run(launch) -> str | None:
+    """Why this launch's DeepSpeed config cannot train (longctx/config/rules/zero.py), so nothing is planned for it."""
+    from longctx.config.rules.zero import unsupported
+
+    found = unsupported(launch.ds, launch.topo.sp_size) if isinstance(launch.ds, dict) else None
+    return f"`{found[0]}` {found[1]}" if found else None
+
+
 def plan_dict(launch) -> dict | None:
-    """The memory plan as data (for --json), or None without a model config or max_length."""
-    if launch.facts is None or launch.topo is None or not launch.sft.max_length:
+    """The memory plan as data (for --json), or None without a model config or max_length, or for a launch
+    whose ZeRO configuration is refused (the plan covers only what can run)."""
+    if launch.facts is None or launch.topo is None or not launch.sft.max_length or cannot_run(launch):
         return None
     options = plan_options(launch)
     plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=launch.topo.sp_size, **options)
-    gib = gpu_gib(launch) or DEFAULT_GB * 1e9 / 2**30
+    gib = gpu_gib(launch) or torch_gib(DEFAULT_GB)
     fit = max_seq_len(launch.facts.config, gib, sp=launch.topo.sp_size, **options)
     return {
         "components_gib": dict(plan.rows()),
         "total_gib": plan.total_gib,
         "host_per_node_gib": plan.host_per_node,
+        "host_terms_gib": dict(plan.host_rows),
+        "host_memory_gib": launch.machine.host_memory_gib,
         "gpu_gib": gib,
         "gpu_memory_assumed": gpu_gib(launch) is None,
         "max_length_that_fits": fit,
         "options": options,
     }
+
+
+def host_lines(data: dict) -> list[str]:
+    """The host terms of one node (longctx/memory_plan/host.py), and the node's RAM where it is known."""
+    ram = data["host_memory_gib"]
+    of = f" of {ram:.1f} GiB RAM" if ram else " (pass --host-memory-gb to check it against the RAM)"
+    lines = [f"host memory per node (GiB){of}:"]
+    lines += [f"  {name:<22} {value:8.2f}" for name, value in data["host_terms_gib"].items() if value]
+    return lines + [f"  {'host total':<22} {data['host_per_node_gib']:8.2f}"]
 
 
 def plan_lines(launch) -> list[str]:
@@ -94,14 +117,17 @@ def plan_lines(launch) -> list[str]:
     lines = mesh_lines(launch) + ([heads_line(launch)] if launch.facts is not None else [])
     layout = attention_line(launch) if launch.facts is not None else None
     lines += [layout] if layout else []
+    refused = cannot_run(launch)
+    if refused:
+        return lines + [f"memory: not planned, this ZeRO configuration cannot run: {refused}"]
     data = plan_dict(launch)
     if data is None:
         return lines + ["memory: unavailable (no model config or no max_length)"]
-    on = [k for k, v in data["options"].items() if v is True]
+    on = [k for k, v in data["options"].items() if v is True and k != "pin_memory"]
     lines += [f"memory per rank (GiB), {launch.facts.source}, features on: {', '.join(on) or 'none'}"]
     lines += [f"  {name:<16} {value:8.2f}" for name, value in data["components_gib"].items()]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU"]
-    lines += [f"  {'host per node':<16} {data['host_per_node_gib']:8.2f}   (offloaded optimizer/params/activations)"]
+    lines += host_lines(data)
     if launch.sft.use_cpu:
         return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
     assumed = f" (assumed {DEFAULT_GB:.0f} GB GPU: pass --gpu-memory-gb)" if data["gpu_memory_assumed"] else ""

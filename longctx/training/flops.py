@@ -4,18 +4,26 @@ Model FLOPs (for MFU) are the work of one forward and one backward at 2 FLOPs a 
 twice the forward (Kaplan et al. 2020; Narayanan et al. 2021, "Efficient large-scale language model
 training on GPU clusters", eq. 3, before its recompute factor):
 
-    forward = tokens * (2 * P_layers + 2 * V * h)  +  4 * L * H * d * pairs
+    forward = tokens * 2 * P_layers  +  head_positions * 2 * V * h  +  4 * L * H * d * pairs
     model   = 3 * forward
 
 P_layers counts the matmul weights of the decoder layers with their real K/V width (GQA: k and v
 projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs). A
 mixture of experts counts what a token runs through: the router and its top-k experts (MFU on active
 parameters; gpt-oss-20b: 3.6B of 20.9B).
+`head_positions` are the positions TRL's fused LM head projects: on Triton devices (CUDA) only those whose
+next-token label is not -100 (about 7% of the linear FLOPs are the head's, for assistant-only rows most of
+it skipped), elsewhere every position of the row (`trl.trainer.utils.add_fused_lm_head`).
 `pairs` is the number of (query, key) pairs causal attention scores, summed per document: a query at
 index i of its document sees i + 1 keys, so a document of n tokens has n (n + 1) / 2 pairs and a packed
 row costs the sum over its documents, not the square of the row. QK^T and AV run over every query head
 (H, not the KV head count), 2 FLOPs each per pair and head dimension. A sliding-window layer (gpt-oss's
 even layers) scores at most `window` keys a query: its pairs are counted with that cap (`windowed_pairs`).
+
+Hybrid models (Qwen3.5: three Gated DeltaNet layers for every softmax layer) count the pair term over their
+softmax layers only; a linear-attention layer's token mixer is its projections' matmul weights (in `layers`)
+plus its recurrence and depthwise convolution, per token and linear in S (`linear_per_token`: 7 dk dv FLOPs per
+value head for the state's read, rank-one write, output read and decay, 2 K per convolution channel).
 
 Hardware FLOPs (for HFU) add what is computed twice: gradient checkpointing re-runs every decoder layer's
 forward in backward (all of it; with selective checkpointing, `gradient_checkpointing_kwargs: {selective: true}`,
@@ -28,6 +36,8 @@ fused LM head recomputes each logits tile in backward (it never stores the logit
 from dataclasses import dataclass
 
 import torch
+
+from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
 @dataclass(frozen=True)
@@ -53,22 +63,31 @@ class FlopCounts:
             mlp = 3 * hidden * width * config.num_experts_per_tok + hidden * experts
         else:
             mlp = 3 * hidden * config.intermediate_size
-        per_layer = hidden * head_dim * (2 * heads + 2 * kv) + mlp
         types = getattr(config, "layer_types", None) or []
         window = getattr(config, "sliding_window", None) if "sliding_attention" in types else None
         sliding = sum(kind == "sliding_attention" for kind in types) if window else 0
+        linear = LinearAttention.from_config(config.to_dict() if hasattr(config, "to_dict") else vars(config))
+        softmax = layers - (linear.layers if linear else 0)
+        q_width = heads * (2 if gated_attention(config) else 1)  # Qwen3.5's q_proj also emits the output gate
+        per_token = 2.0 * (softmax * hidden * head_dim * (q_width + heads + 2 * kv) + layers * mlp)
+        if linear:  # its projections' weights, then its recurrence and convolution
+            per_token += linear.layers * (2.0 * linear.projection_weights(hidden) + linear.forward_flops_per_token())
         return cls(
-            2.0 * layers * per_layer,
+            per_token,
             2.0 * config.vocab_size * hidden,
             2.0 * layers * mlp,
-            4.0 * (layers - sliding) * heads * head_dim,
+            4.0 * (softmax - sliding) * heads * head_dim,
             4.0 * sliding * heads * head_dim,
             window,
         )
 
-    def model(self, tokens: float, pairs: float, windowed_pairs: float = 0.0) -> float:
-        """Forward plus backward, no recompute: the numerator of MFU."""
-        return 3 * (tokens * (self.layers + self.head) + self.attention * pairs + self.sliding * windowed_pairs)
+    def model(
+        self, tokens: float, pairs: float, head_positions: float | None = None, windowed_pairs: float = 0.0
+    ) -> float:
+        """Forward plus backward, no recompute: the numerator of MFU (the head on `head_positions`, default all)."""
+        head = tokens if head_positions is None else head_positions
+        attention = self.attention * pairs + self.sliding * windowed_pairs
+        return 3 * (tokens * self.layers + head * self.head + attention)
 
     def hardware(
         self,
@@ -78,14 +97,16 @@ class FlopCounts:
         tiled_mlp: bool,
         fused_head: bool = True,
         selective: bool = False,
+        head_positions: float | None = None,
         windowed_pairs: float = 0.0,
     ) -> float:
         """`model` plus the recomputed forwards: the numerator of HFU."""
+        head = tokens if head_positions is None else head_positions
         recomputed_attention = 0.0 if selective else self.attention * pairs + self.sliding * windowed_pairs
         extra = (tokens * self.layers + recomputed_attention) if grad_ckpt else 0.0
         extra += tokens * self.mlp if tiled_mlp else 0.0
-        extra += tokens * self.head if fused_head else 0.0
-        return self.model(tokens, pairs, windowed_pairs) + extra
+        extra += head * self.head if fused_head else 0.0
+        return self.model(tokens, pairs, head, windowed_pairs) + extra
 
 
 def causal_pairs(position_ids: torch.Tensor, window: int | None = None) -> int:
@@ -105,6 +126,17 @@ def causal_pairs(position_ids: torch.Tensor, window: int | None = None) -> int:
     within = torch.where(start_index == 0, pos, index - start_index)  # first segment: its position id
     keys = within + 1
     return int((keys.clamp(max=window) if window else keys).sum())
+
+
+def head_positions(kwargs: dict, ids: torch.Tensor, compact: bool) -> int:
+    """Positions TRL's fused LM head projects in this forward: `shift_labels` (SP, already shifted) or `labels`
+    shifted by one, only the labelled ones when `compact` (Triton devices), else all of them."""
+    targets = kwargs.get("shift_labels")
+    if targets is None and kwargs.get("labels") is not None:
+        targets = kwargs["labels"][..., 1:]
+    if targets is None:  # no labels: the model's own head, over every position
+        return ids.numel()
+    return int((targets != -100).sum()) if compact else targets.numel()
 
 
 def real_tokens(input_ids: torch.Tensor, pad_token_id: int | None) -> int:

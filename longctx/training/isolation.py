@@ -173,7 +173,10 @@ def install_document_isolation(attn_implementation: str, config=None, enabled: b
     AttentionMaskInterface.register("sdpa", isolated_sdpa_mask)  # registered in longctx/training/patches.py
     save_in_selective_checkpointing()  # packed rows' varlen kernel: kept, not recomputed, by selective checkpointing
     _state["enabled"] = True
-    return "[isolation] sdpa: packed documents attend only within themselves (split at position_ids == 0)"
+    return (
+        "[isolation] sdpa: packed documents attend only within themselves "
+        "(a document starts wherever position_ids do not step by +1)"
+    )
 
 
 def set_isolation_enabled(enabled: bool) -> None:

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 # Modules whose objects are replacements, not upstream: this package (by its own name, so a copy under another
 # name still works), the data tool, the test modules and a script run as __main__.
 FIRST_PARTY = (__name__.split(".")[0], "data_prep", "tests", "__main__")
+STAGE3 = "deepspeed.runtime.zero.stage3.DeepSpeedZeroOptimizer_Stage3"
+STAGE12 = "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer"
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,20 @@ PATCHES: tuple[Patch, ...] = (
         ),
     ),
     Patch(
+        target="deepspeed.comm.torch.TorchBackend.all_gather",
+        installed_by="longctx.training.gloo_uneven_gather:install",
+        why="gloo refuses an all-gather into tensors of unequal sizes, which the SP dataloader adapter's refill does "
+        "when SP ranks hold rows of different lengths; on gloo only those calls are padded for transport",
+        written_against="deepspeed==0.19.8",
+        source_sha256="284e90cdfe35245b5a0bcf892bb9d3f1f01c2ccc180d563c362e453c8eb1909e",
+        relies_on=(
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter.refill",
+                "4abbadb7d8275e93d077c34ad070442760cd7cc4c33a518a4b82d26d9667f271",
+            ),
+        ),
+    ),
+    Patch(
         target="torch.distributed.nn.functional._AlltoAll.forward",
         installed_by="longctx.training.gloo_all_to_all:install",
         why="its gloo branch passes a group-local index as a global `src` rank: SP subgroups (sp x dp) crash",
@@ -69,9 +85,44 @@ PATCHES: tuple[Patch, ...] = (
         target="transformers.integrations.deepspeed.deepspeed_sp_compute_loss",
         installed_by="longctx.training.sp_loss:install_token_weighted_sp_loss",
         why="weights tokens within one micro-batch of one SP group only; replaced (as `transformers.trainer."
-        "deepspeed_sp_compute_loss`) by one weighted over all micro-batches and dp ranks of the step",
-        written_against="transformers==5.23.0",
+        "deepspeed_sp_compute_loss`) by one weighted over all micro-batches and dp ranks of the step; relies on "
+        "training_step passing the loss to backward undivided (loss_is_scaled_for_ga, scale_wrt_gas=False), on "
+        "torch's all-gather backward summing the SP ranks' gradients, and on DeepSpeed dividing the summed "
+        "gradients by sp x dp in ZeRO-3's reduce-scatter and by dp in ZeRO-1/2 (longctx/config/rules/zero.py)",
+        written_against="transformers==5.23.0, torch==2.13.0, deepspeed==0.19.8",
         source_sha256="b048a16f22e9e099bbcb0de31be81e321a4d88385d8e89c55d7a84b55c989fce",
+        relies_on=(
+            (
+                "transformers.trainer.Trainer.training_step",
+                "e9760c8ee10308d5c1b90f667725374a18e3faf7019a65964319b29204003442",
+            ),
+            (
+                "torch.distributed.nn.functional._AllGather.backward",
+                "f4c141ae27f247ddf0efdd85c1683c6a4c13952193c4201c53b4b8013af4fef0",
+            ),
+            (
+                f"{STAGE3}._DeepSpeedZeroOptimizer_Stage3__reduce_and_partition_ipg_grads",
+                "24d09d54e4e6c38d9a4773f1fdd7c620c11b4b23fc58defadbec5be47efeb845",
+            ),
+            (
+                f"{STAGE3}._DeepSpeedZeroOptimizer_Stage3__avg_scatter_grads",
+                "f392cb14952e5019ad97f5538a41f902e0e26dc278b6c7e1587c22835d892590",
+            ),
+            (
+                f"{STAGE3}._DeepSpeedZeroOptimizer_Stage3__avg_scatter_contiguous_grads",
+                "0b21923022a454770797ac3930ec310f0bcd266468e5f683174e3069294430b2",
+            ),
+            (
+                "deepspeed.runtime.comm.coalesced_collectives.reduce_scatter_coalesced",
+                "d05c7b944514f710d32f74ef474522992b1dc9d334de78e511af810b5e4e6cc5",
+            ),
+            (f"{STAGE12}.average_tensor", "6fd000d730e51e62a515e160f97b8981de8ce6edeace51882a12173297247c71"),
+            (
+                f"{STAGE12}.gradient_reduction_w_predivide",
+                "2946313f36ed9ac4587ebe0833641e61021f157786e88774dba296059bbbfcea",
+            ),
+            (f"{STAGE12}.allreduce_bucket", "bf7fd5c84c68e1f9ab35bcd3c3430f89dfc6026ed7a5646ecb2eaaf34fad67f0"),
+        ),
     ),
     Patch(
         target="transformers.integrations.sdpa_attention.sdpa_attention_forward",
@@ -196,6 +247,20 @@ PATCHES: tuple[Patch, ...] = (
         written_against="transformers==5.23.0",
         source_sha256="a30991b130d8ebbf3e9bf9a267fe1297001c35f3f81cb53ca55cdcf169b6df70",
     ),
+    Patch(
+        target="accelerate.utils.dataclasses.DeepSpeedPlugin",
+        installed_by="longctx.evaluation.worker:drop_optimizer_sections",
+        why="`make eval` pops the `optimizer` and `scheduler` sections from the plugin's `deepspeed_config` dict "
+        "before prepare: nothing steps an optimizer in eval, and their `auto` values only a trainer fills",
+        written_against="accelerate==1.15.0",
+        source_sha256="3d65defc0cef2a58a5ac5b818adf0c1058c09d377d53cc06ba8fc850c788ef08",
+        relies_on=(
+            (
+                "accelerate.accelerator.Accelerator._prepare_deepspeed",
+                "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+            ),
+        ),
+    ),
     # ---- evaluation under SP (longctx/training/sp_eval.py): upstream turns SP off in eval; these turn it back on
     Patch(
         target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
@@ -206,6 +271,95 @@ PATCHES: tuple[Patch, ...] = (
         source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
         relies_on=(
             # the upstream switch turned back on: passes `disable_in_eval=True` when the signature has it
+            (
+                "accelerate.accelerator.Accelerator._prepare_deepspeed",
+                "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+            ),
+        ),
+    ),
+    # ---- Gated DeltaNet under Ulysses SP (longctx/training/linear_attention_sp.py): one class swap per family
+    Patch(
+        target="transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet.forward",
+        installed_by="longctx.training.linear_attention_sp:convert_layers",
+        why="each instance's class becomes a subclass whose forward shards heads across the SP group (all-to-all "
+        "around the convolution and the recurrence) and restarts both at packed documents; relies on the layer's "
+        "attribute names, the reference chunk kernel (called per document), the convolution it reproduces, the "
+        "decoder layer not passing position_ids (hence the pre-hook on the text model) and that model's kwargs",
+        written_against="transformers==5.23.0",
+        source_sha256="8f31ae7d35daf534a763d1ca92875c5c412e06a4488885e5126907a804b52878",
+        relies_on=(
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet.__init__",
+                "9062360fab9c4f52e1aec4270789d4455b0d64d0f8e37ce4fa467d222ee63084",
+            ),
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.torch_chunk_gated_delta_rule",
+                "a1bbf783aa6563be40c184915a8410e4370263adf407ad222628d4a6ad8affbd",
+            ),
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.causal_conv1d_fn",
+                "f932149bdf42900c8cdd95cce7adaa6270a337906c3e018534e0e28c83d820fd",
+            ),
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5DecoderLayer.forward",
+                "31f72560f30fda11a1eb5743f3c4e33ece47ff3c2b8f0e89e3c2f21148027900",
+            ),
+            (
+                "transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5TextModel.forward",
+                "42086b760184c60c5bff51fc5d7e7ec5e933301a46d1518e2b907deed2c916a7",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
+                "2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+            ),
+            (
+                "deepspeed.sequence.layer._dim_zero_all_to_all",
+                "7b069e027a32091afa9c2d0a25df2ff64d855b0df74ccfca3c8f8918e0b0d4ff",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet.forward",
+        installed_by="longctx.training.linear_attention_sp:convert_layers",
+        why="as Qwen3_5GatedDeltaNet (the same layer in the MoE family)",
+        written_against="transformers==5.23.0",
+        source_sha256="8f31ae7d35daf534a763d1ca92875c5c412e06a4488885e5126907a804b52878",
+        relies_on=(
+            (
+                "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet.__init__",
+                "413fe0ba883b897fa52ecd475fff73955aa8d4da69f83210877a9752b8c6ea03",
+            ),
+            (
+                "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.torch_chunk_gated_delta_rule",
+                "a1bbf783aa6563be40c184915a8410e4370263adf407ad222628d4a6ad8affbd",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet.forward",
+        installed_by="longctx.training.linear_attention_sp:convert_layers",
+        why="as Qwen3_5GatedDeltaNet; with Qwen3-Next's interleaved qkvz/ba projections",
+        written_against="transformers==5.23.0",
+        source_sha256="177c5d3df989a7b42f3b12a41bedc225ebf43ae052d5e2ac8c0a3507a61a3db4",
+        relies_on=(
+            (
+                "transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet.fix_query_key_value_ordering",
+                "1b706d1f9a490a63c40fa7e35378758c7d66eb02762a5d60238b2f9942bc25a2",
+            ),
+            (
+                "transformers.models.qwen3_next.modeling_qwen3_next.torch_chunk_gated_delta_rule",
+                "a1bbf783aa6563be40c184915a8410e4370263adf407ad222628d4a6ad8affbd",
+            ),
+        ),
+    ),
+    Patch(
+        target="accelerate.big_modeling._refuse_recurrent_layers_under_sequence_parallelism",
+        installed_by="longctx.training.linear_attention_sp:lift_accelerate_refusal",
+        why="replaced as `accelerate.accelerator` imported it, by a check that passes a model whose every "
+        "linear-attention layer was converted above and calls the upstream refusal for any other",
+        written_against="accelerate==1.15.0",
+        source_sha256="4ab1d05729859f280487db847884ea0eaf6261fcfc7a898711e56fd3aaededdf",
+        relies_on=(
             (
                 "accelerate.accelerator.Accelerator._prepare_deepspeed",
                 "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
@@ -351,12 +505,34 @@ def resolve(dotted: str):
     raise ImportError(f"{dotted}: no importable module prefix")
 
 
+def undecorated(obj):
+    """The function a decorator closure wraps without setting `__wrapped__`, else `obj` (unwrapped as inspect does).
+
+    Why: DeepSpeed's `instrument_w_nvtx` returns a bare `wrapped_fn(*args, **kwargs)` closing over `func`, so
+    `inspect.getsource` of every method it decorates (ZeRO-3's reduction paths, `reduce_scatter_coalesced`) is
+    the decorator's five lines: one fingerprint for all of them, which no change of theirs would ever alter.
+    """
+    obj = inspect.unwrap(obj)
+    code = getattr(obj, "__code__", None)
+    while code is not None and "<locals>" in obj.__qualname__ and "func" in code.co_freevars:
+        inner = obj.__closure__[code.co_freevars.index("func")].cell_contents
+        if not inspect.isfunction(inner):
+            break
+        obj = inspect.unwrap(inner)
+        code = getattr(obj, "__code__", None)
+    return obj
+
+
 def fingerprint(dotted: str) -> str:
-    """sha256 of the upstream source of the object at `dotted`; refuses an object already replaced by us."""
-    obj = resolve(dotted)
-    module = getattr(inspect.unwrap(obj), "__module__", "") or ""
+    """sha256 of the upstream source of the object at `dotted` (the decorated function's own, not its
+    decorator's); refuses an object already replaced by us."""
+    obj = undecorated(resolve(dotted))
+    module = getattr(obj, "__module__", "") or ""
     if module.split(".")[0] in FIRST_PARTY:
         raise ValueError(f"{dotted} is already replaced in this process (by {module}); fingerprint a fresh one")
+    name = getattr(obj, "__name__", None)  # a mangled `__name` is reached as `_Class__name`
+    if isinstance(name, str) and not dotted.endswith(name):
+        raise ValueError(f"{dotted} resolves to `{name}` (a wrapper?): its source is not the named object's")
     return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
 
 

@@ -3,14 +3,19 @@
 Each replaces upstream code no method of the trainer can reach: an entry of transformers' attention registries,
 a module-level name that `transformers.trainer` calls, a class method DeepSpeed is registered through, a torch
 autograd function. Every one is listed, with the fingerprint of the code it replaces, in
-longctx/training/patches.py. What acts on one trainer is a method override of `LongContextSFTTrainer`
-(longctx/training/trainer.py); what acts on one model instance is in its `install_model_fixes`.
+longctx/training/patches.py. One is not a replacement but process state accelerate gives GPU runs only:
+`deepspeed.comm` on the existing gloo group (longctx/training/cpu_comm.py). What acts on one trainer is a
+method override of `LongContextSFTTrainer` (longctx/training/trainer.py); what acts on one model instance is in
+its `install_model_fixes`.
 
 Add a process-wide fix here as one line with its reason, in the order it must run.
 """
 
+from longctx.training.cpu_comm import attach_deepspeed_comm
 from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
+from longctx.training.gloo_uneven_gather import install as install_gloo_uneven_gather
 from longctx.training.isolation import install_for_recipe
+from longctx.training.linear_attention_sp import lift_accelerate_refusal
 from longctx.training.resume import install_sp_aware_skip
 from longctx.training.sinks import install_for_recipe as install_sink_attention
 from longctx.training.sp_eval import keep_sp_in_eval
@@ -23,6 +28,8 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     Runs after the process group exists (the training arguments create it) and before the trainer's
     accelerator registers Ulysses attention and builds the DeepSpeed engine (inside `train()`).
     """
+    # CPU: accelerate attaches deepspeed.comm on GPUs only; ZeRO-2 SP asserts it before DeepSpeed would init it
+    attach_deepspeed_comm()
     # packed documents attend only within themselves: `sdpa` in the attention registries, before DeepSpeed wraps it
     isolation_line = install_for_recipe(recipe, model_args, model)
     # gpt-oss sinks and sliding windows: each rank's heads get their own sinks, windows apply per document; it
@@ -32,8 +39,14 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     keep_sp_in_eval()
     # sp x dp over gloo: torch's all-to-all passes a group-local rank as a global one in SP subgroups
     install_gloo_all_to_all(sp_size)
+    # gloo refuses an all-gather of unequal shapes, which the SP loader does when SP ranks hold rows of different
+    # lengths (the variable-length path the GPU recipes take): only those calls are padded for transport
+    install_gloo_uneven_gather(sp_size)
     # the Trainer's module-level SP loss weights one micro-batch of one SP group: weight the whole step instead
     install_token_weighted_sp_loss(sp_size)
     # the Trainer's module-level resume skip crashes on DeepSpeed's SP dataloader adapter
     install_sp_aware_skip()
+    # accelerate refuses every recurrent layer under Ulysses: pass a model whose every one the trainer converted
+    # (LongContextSFTTrainer.install_model_fixes), still refuse any other
+    lift_accelerate_refusal()
     return isolation_line

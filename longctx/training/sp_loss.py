@@ -11,9 +11,18 @@ only when every micro-batch of every group carries the same number of label toke
 Here, per optimizer step, the trainer's `get_batch_samples` (longctx/training/trainer.py) also counts the label
 tokens of all its micro-batches on all ranks (each rank counts its own shard, so every token once), and the SP
 loss of a micro-batch is the SP group's summed token loss divided by that count, times the data-parallel size
-that DeepSpeed's gradient averaging divides by again. The Trainer is told the loss is already scaled for
-accumulation. With one micro-batch and one group this is exactly the upstream formula. The module-level
-replacement is registered in longctx/training/patches.py; the counting is a method override of the trainer.
+(the logged value is then the step's token mean, as at sp=1). The Trainer is told the loss is already scaled for
+accumulation.
+
+The gradient depends on what DeepSpeed divides the summed gradients of all sp x dp ranks by, which differs by
+ZeRO stage (longctx/config/rules/zero.py, the one place that reads it from the DeepSpeed JSON; the trainer
+records it with `set_gradient_divisor`): ZeRO-3 divides by sp x dp, so the group's sum is all-gathered
+differentiably and each shard receives the gradient of all sp ranks' identical copies of the loss (torch's
+`_AllGather.backward` sums them: sp times its own), which the division by sp x dp takes back to 1/dp, as
+upstream; ZeRO-2 divides by dp only, so the other ranks' sums enter as constants and each shard receives its own
+gradient once (with the all-gather, ZeRO-2 trained SP with gradients sp times too large). With one micro-batch
+and one group under ZeRO-3 this is exactly the upstream formula. The module-level replacement is registered in
+longctx/training/patches.py; the counting is a method override of the trainer.
 """
 
 import torch
@@ -21,11 +30,27 @@ import torch.distributed.nn
 import transformers.integrations.deepspeed as hf_deepspeed
 import transformers.trainer as hf_trainer
 
+from longctx.config.recipe import RecipeError
+from longctx.config.rules.zero import gradient_average_divisor, unsupported
 from longctx.training.router_aux import STEP_MICRO_BATCHES, forward_with_exact_router_aux
 
 # From its defining module: `transformers.trainer`'s name may already be someone else's replacement.
 UPSTREAM_SP_LOSS = hf_deepspeed.deepspeed_sp_compute_loss
 STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the trainer's get_batch_samples
+GRADIENT_DIVISOR = "_sp_gradient_divisor"  # "dp" or "sp_x_dp", set on the accelerator instance by the trainer
+
+
+def sp_group_sum(shard_sum: torch.Tensor, sp_group, divisor: str) -> torch.Tensor:
+    """The SP group's summed token loss (the same value on every rank), with the gradient DeepSpeed's averaging needs.
+
+    "sp_x_dp" (ZeRO-3): differentiable all-gather, each shard's gradient counted once per SP rank.
+    "dp" (ZeRO-2): the other ranks' sums as constants, each shard's gradient counted once.
+    """
+    if divisor == "sp_x_dp":
+        return torch.stack(torch.distributed.nn.functional.all_gather(shard_sum, group=sp_group)).sum()
+    total = shard_sum.detach().clone()
+    torch.distributed.all_reduce(total, group=sp_group)
+    return shard_sum + (total - shard_sum.detach())
 
 
 def token_weighted_sp_compute_loss(accelerator, model, inputs, return_outputs, pc):
@@ -43,7 +68,7 @@ def token_weighted_sp_compute_loss(accelerator, model, inputs, return_outputs, p
     good_tokens = (inputs["shift_labels"] != -100).sum()
     # the model's loss is this shard's token mean; a shard with no label tokens contributes nothing
     shard_sum = torch.where(good_tokens > 0, lm_loss * good_tokens, torch.zeros_like(lm_loss))
-    group_sum = torch.stack(torch.distributed.nn.functional.all_gather(shard_sum, group=sp_group)).sum()
+    group_sum = sp_group_sum(shard_sum, sp_group, getattr(accelerator, GRADIENT_DIVISOR))
     dp_size = accelerator.num_processes // pc.sp_size
     loss = group_sum * dp_size / step_tokens.clamp(min=1) + router_aux
     return (loss, outputs) if return_outputs else loss
@@ -55,6 +80,17 @@ def count_step_label_tokens(trainer, batch_samples) -> None:
     local = sum(((b["shift_labels"] != -100).sum() for b in batch_samples), torch.zeros((), dtype=torch.long))
     setattr(trainer.accelerator, STEP_LABEL_TOKENS, trainer.accelerator.gather(local.to(device)).sum())
     setattr(trainer.accelerator, STEP_MICRO_BATCHES, len(batch_samples))  # the router aux loss is per micro-batch
+
+
+def set_gradient_divisor(accelerator, sp: int) -> None:
+    """Record how DeepSpeed will average this run's gradients, from the config it is really given (the plugin's)."""
+    plugin = accelerator.state.deepspeed_plugin
+    ds = plugin.deepspeed_config if plugin is not None else {}
+    divisor = gradient_average_divisor(ds)
+    if divisor is None:  # the recipe rules refuse these first; this catches a config that reached DeepSpeed anyway
+        key, msg, fix = unsupported(ds, sp) or ("zero_optimization", "is not supported under SP", "use ZeRO 2 or 3")
+        raise RecipeError("DeepSpeed config", [f"`{key}`: {msg}; fix: {fix}"])
+    setattr(accelerator, GRADIENT_DIVISOR, divisor)
 
 
 def install_token_weighted_sp_loss(sp_size: int) -> bool:

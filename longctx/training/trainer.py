@@ -14,13 +14,14 @@ from trl import SFTTrainer
 from longctx.training.alst import apply_alst
 from longctx.training.document_layout import install_document_layout
 from longctx.training.isolation import keep_packed_positions, require_position_ids
+from longctx.training.linear_attention_sp import enable_linear_attention_sp
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
 from longctx.training.model_config import save_effective_config
 from longctx.training.optimizer_report import OptimizerReport
 from longctx.training.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.sp_eval import TokenLoss, label_tokens, report_token_mean, sp_eval_dataloader, sp_eval_loss
-from longctx.training.sp_loss import count_step_label_tokens, weights_by_step
+from longctx.training.sp_loss import count_step_label_tokens, set_gradient_divisor, weights_by_step
 from longctx.training.universal import use_universal_if_needed
 
 
@@ -36,6 +37,8 @@ class LongContextSFTTrainer(SFTTrainer):
         self.weights_sp_loss_by_step = weights_by_step(sp_size(self.accelerator))
         if self.weights_sp_loss_by_step:
             self.loss_is_scaled_for_ga = True
+            # and it must know what DeepSpeed divides the summed gradients by for this ZeRO stage (refused if none)
+            set_gradient_divisor(self.accelerator, sp_size(self.accelerator))
         keep_packed_positions(self)  # pre-packed rows get restarting position_ids at every sp
         self.install_model_fixes()
         self.add_run_callbacks()
@@ -47,6 +50,9 @@ class LongContextSFTTrainer(SFTTrainer):
         attention = getattr(self.model.config, "_attn_implementation", None)  # Ulysses renames it only in train()
         install_document_layout(self.model, self.recipe, attention)  # documents' starts read once a forward
         apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
+        # Gated DeltaNet (Qwen3.5): heads across the SP group, recurrence and convolution restarted per document
+        if line := enable_linear_attention_sp(self.model, self.recipe, sp_size(self.accelerator)):
+            self.accelerator.print(line)
         if getattr(self.model.gradient_checkpointing_enable, "_is_sac_wrapped", False):  # TRL's `selective: true`
             self.accelerator.print("[checkpointing] selective: attention outputs kept, the rest recomputed")
 

@@ -12,6 +12,7 @@ from longctx.config.rules.isolation import packed_isolation_problems
 from longctx.config.rules.prepared_data import prepared_data_problems
 from longctx.config.rules.resume import resume_recipe_problems
 from longctx.config.rules.sequence import sequence_problems
+from longctx.config.rules.zero import zero_problems
 
 RULES = (
     sequence_problems,
@@ -21,6 +22,7 @@ RULES = (
     alst_problems,
     evaluation_problems,
     chat_template_problems,
+    zero_problems,
 )
 
 

@@ -40,12 +40,6 @@ def length_problems(sft, topo, source: str) -> list[Problem]:
     if pad is not None and pad % sp:
         fix = f"use pad_to_multiple_of: {sp} (or leave it unset: the entrypoint pads to a multiple of sp)"
         problems.append(error(source, "pad_to_multiple_of", f"{pad} is not a multiple of sp={sp}", fix))
-    if sp > 1 and sft.use_cpu and max_length and pad != max_length:
-        msg = (
-            f"must equal max_length ({max_length}) for sp>1 on CPU: DeepSpeed's SP dataloader all-gathers every "
-            "rank's batch and gloo needs equal shapes"
-        )
-        problems.append(error(source, "pad_to_multiple_of", msg, f"set pad_to_multiple_of: {max_length}"))
     if sp > 1 and max_length and not max_length % sp and (max_length // sp) % 256 and not sft.use_cpu:
         per_rank = max_length // sp
         better = max(round(per_rank / 256), 1) * 256 * sp

@@ -12,6 +12,7 @@ from longctx.preflight.checks import (
     deepspeed,
     files,
     heads,
+    host_fit,
     memory_fit,
     positions,
     toolchain,
@@ -19,7 +20,7 @@ from longctx.preflight.checks import (
     world,
 )
 
-CHECKS = (files, heads, world, attention, positions, deepspeed, toolchain, trl_limits, memory_fit)
+CHECKS = (files, heads, world, attention, positions, deepspeed, toolchain, trl_limits, memory_fit, host_fit)
 
 
 def run_checks(launch) -> list[Problem]:

@@ -10,19 +10,38 @@ def is_auto(value) -> bool:
 
 def stage_and_precision(launch, ds: dict) -> list[Problem]:
     where, sft, problems = launch.ds_path, launch.sft, []
-    stage = (ds.get("zero_optimization") or {}).get("stage", 0)
-    if stage not in (2, 3):
-        fix = "set zero_optimization.stage: 3 (or 2)"
-        problems.append(error(where, "zero_optimization.stage", f"is {stage}; Ulysses SP needs ZeRO 2 or 3", fix))
     bf16 = (ds.get("bf16") or {}).get("enabled", "auto")
     if not is_auto(bf16) and bool(bf16) != bool(sft.bf16):
         msg = f"bf16.enabled is {bf16} but the recipe's bf16 is {sft.bf16}"
         problems.append(error(where, "bf16.enabled", msg, 'set it to "auto" so the Trainer fills it from the recipe'))
-    comm = ds.get("seq_parallel_communication_data_type", "fp32")
-    if launch.topo.sp_size > 1 and comm != "bf16" and not sft.use_cpu:
-        msg = f"is {comm}: SP gradients are reduced in fp32 (about 4 GB more per GPU with 5e8 buckets)"
-        problems.append(warning(where, "seq_parallel_communication_data_type", msg, 'set it to "bf16"'))
-    return problems
+    return problems + reduction_dtype_problems(launch, ds)
+
+
+def reduction_dtype_problems(launch, ds: dict) -> list[Problem]:
+    """`seq_parallel_communication_data_type` against the training precision, saying what the key really does.
+
+    With sp > 1 DeepSpeed's engine replaces `communication_data_type` by this key (deepspeed/runtime/engine.py), so it
+    is the dtype of every ZeRO gradient reduction of the run (ZeRO-3's reduce-scatter over all sp x dp ranks, across
+    nodes), not of the SP group's traffic alone; the attention all-to-alls run in the model's dtype either way.
+    """
+    sft, key = launch.sft, "seq_parallel_communication_data_type"
+    comm = ds.get(key, "fp32")
+    if launch.topo.sp_size == 1 or sft.use_cpu:
+        return []
+    scope = (
+        "with sp > 1 it sets the dtype of every gradient reduction (the ZeRO reduce-scatter over all sp x dp ranks)"
+    )
+    if sft.bf16 and comm == "fp32":
+        msg = f"is fp32: {scope}, so bf16 gradients are upcast: an fp32 bucket (about 4 GB more per GPU with 5e8 "
+        msg += "buckets) and twice the bytes on the wire"
+        return [warning(launch.ds_path, key, msg, 'set it to "bf16", the training precision')]
+    if sft.bf16 and comm == "fp16":
+        msg = f"is fp16: {scope}, in fp16's narrower range than the bf16 gradients'"
+        return [warning(launch.ds_path, key, msg, 'set it to "bf16", the training precision')]
+    if not sft.bf16 and comm != "fp32":
+        msg = f"is {comm} but the recipe trains in fp32: {scope}, rounding every gradient to 16 bits"
+        return [warning(launch.ds_path, key, msg, 'set it to "fp32"')]
+    return []
 
 
 def batch_problems(launch, ds: dict) -> list[Problem]:

@@ -1,8 +1,13 @@
-"""Heads: Ulysses splits attention heads across the SP group, so the head counts bound the valid sp sizes."""
+"""Heads: Ulysses splits attention heads across the SP group, so the head counts bound the valid sp sizes.
+
+Linear-attention layers (Qwen3.5's Gated DeltaNet) are split by their own key heads, and a recurrent layer type
+this repository does not make sequence-parallel is refused under sp > 1 (longctx/config/rules/linear_attention.py).
+"""
 
 from pathlib import Path
 
 from longctx.config.problems import Problem, error
+from longctx.config.rules.linear_attention import linear_attention_problems
 
 
 def valid_sp_sizes(num_heads: int, num_kv_heads: int, limit: int = 64) -> list[int]:
@@ -12,6 +17,11 @@ def valid_sp_sizes(num_heads: int, num_kv_heads: int, limit: int = 64) -> list[i
         for sp in range(1, min(num_heads, limit) + 1)
         if num_heads % sp == 0 and (num_kv_heads % sp == 0 or sp % num_kv_heads == 0)
     ]
+
+
+def model_sp_sizes(config: dict, num_heads: int, num_kv_heads: int) -> list[int]:
+    """valid_sp_sizes, less those a linear-attention layer of the model cannot split (longctx/config/rules/)."""
+    return [n for n in valid_sp_sizes(num_heads, num_kv_heads) if not linear_attention_problems(config, n, "", "")]
 
 
 def kv_note(num_kv_heads: int, sp: int) -> str:
@@ -26,10 +36,13 @@ def check(launch) -> list[Problem]:
     if launch.topo is None or launch.facts is None:
         return []
     sp, heads, kv = launch.topo.sp_size, launch.facts.num_heads, launch.facts.num_kv_heads
-    if sp in valid_sp_sizes(heads, kv, limit=max(sp, 64)):
-        return []
     where = display_path(Path(launch.topo.path))
-    valid = ", ".join(map(str, valid_sp_sizes(heads, kv)))
-    what = f"sp={sp} does not fit {launch.facts.source}: {heads} attention heads, {kv} KV heads"
+    config, model = launch.facts.config, launch.facts.source
+    linear = linear_attention_problems(config, sp, where, model)
+    if sp in valid_sp_sizes(heads, kv, limit=max(sp, 64)):
+        return linear
+    fits = model_sp_sizes(config, heads, kv)
+    what = f"sp={sp} does not fit {model}: {heads} attention heads, {kv} KV heads"
     why = "num_attention_heads must be divisible by sp, and KV heads must divide sp or be divisible by it"
-    return [error(where, "parallelism_config.parallelism_config_sp_size", f"{what} ({why})", f"use one of: {valid}")]
+    key = "parallelism_config.parallelism_config_sp_size"
+    return [error(where, key, f"{what} ({why})", f"use one of: {', '.join(map(str, fits))}")] + linear

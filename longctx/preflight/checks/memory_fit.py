@@ -13,7 +13,7 @@ still swaps in Liger's RMSNorm/SwiGLU/RoPE kernels, which keep fewer activation 
 from longctx.config.problems import Problem, error, warning
 from longctx.memory_plan.calibration import refuse_factor
 from longctx.memory_plan.estimate import estimate, max_seq_len
-from longctx.preflight.options import gpu_gib, plan_options
+from longctx.preflight.options import gpu_gib, plan_options, zero_refused
 
 TIGHT = 0.90  # above this share of the GPU, allocator spikes can still OOM
 
@@ -22,6 +22,8 @@ def check(launch) -> list[Problem]:
     gib = gpu_gib(launch)
     if launch.facts is None or launch.topo is None or gib is None or launch.sft.use_cpu or not launch.sft.max_length:
         return []
+    if zero_refused(launch):
+        return []  # a ZeRO configuration that cannot run is refused (longctx/config/rules/zero.py), not planned
     sp, options = launch.topo.sp_size, plan_options(launch)
     plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=sp, **options)
     if plan.total_gib <= TIGHT * gib:

@@ -1,0 +1,55 @@
+"""Host memory: the plan's host terms of one node against its RAM; a launch that cannot fit is refused.
+
+Why: under DeepSpeed offload the host runs out before the GPU does, and it runs out late: the fp32 master
+weights are made at start-up, but the Adam states at the first optimizer step, so a node without the RAM is
+killed (by the kernel's OOM killer, often with no Python traceback) minutes into the run, after a GPU-only
+check had passed it. The terms (longctx/memory_plan/host.py) follow the DeepSpeed and torch code that
+allocates them, with no fitted constant, so the refusal line is the RAM itself (a share of it warns).
+"""
+
+from longctx.config.problems import Problem, error, warning
+from longctx.memory_plan.estimate import estimate
+from longctx.preflight.options import plan_options, zero_refused
+
+TIGHT = 0.90  # above this share of the RAM, the OS, the page cache and data loading can tip it over
+
+
+def check(launch) -> list[Problem]:
+    ram = launch.machine.host_memory_gib
+    if launch.facts is None or launch.topo is None or not ram or launch.sft.use_cpu or not launch.sft.max_length:
+        return []
+    if zero_refused(launch):  # refused by the ZeRO rule, not planned
+        return []
+    options = plan_options(launch)
+    plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=launch.topo.sp_size, **options)
+    need = plan.host_per_node
+    if need <= TIGHT * ram:
+        return []
+    largest = sorted(plan.host_rows, key=lambda row: -row[1])[:3]
+    terms = ", ".join(f"{name} {value:.1f}" for name, value in largest)
+    detail = f"host memory: needs about {need:.1f} GiB per node of {ram:.1f} GiB RAM (largest terms, GiB: {terms})"
+    fix = fix_text(launch, plan, options, ram)
+    if need <= ram:
+        return [warning(launch.source, "accelerate_config", f"{detail}: tight", fix)]
+    return [error(launch.source, "accelerate_config", f"{detail}: the node would run out", fix)]
+
+
+def fix_text(launch, plan, options: dict, ram: float) -> str:
+    """What would bring the host figure under the RAM, with the figure each change gives."""
+    config, seq, sp = launch.facts.config, launch.sft.max_length, launch.topo.sp_size
+
+    def need(**change) -> float:
+        return estimate(config, seq_len=seq, sp=sp, **{**options, **change}).host_per_node
+
+    fixes = []
+    if options["pin_memory"]:
+        fixes.append(f"`offload_optimizer.pin_memory: false` in the DeepSpeed JSON ({need(pin_memory=False):.1f} GiB)")
+    if options["act_offload"]:
+        fixes.append(f"`activation_checkpoint_offload: false` ({need(act_offload=False):.1f} GiB)")
+    if options["offload_optimizer"]:
+        fixes.append(
+            "an accelerate config without optimizer offload, if the GPUs hold 16 bytes a parameter over all of "
+            f"them ({need(offload_optimizer=False, offload_params=False):.1f} GiB)"
+        )
+    fixes.append("more nodes (each node holds its GPUs' shares) or a node with more RAM")
+    return f"a node with at least {plan.host_per_node:.0f} GiB, or: " + "; ".join(fixes)

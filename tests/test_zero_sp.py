@@ -1,0 +1,79 @@
+"""Every ZeRO configuration trains SP right or is refused (longctx/config/rules/zero.py, longctx/training/sp_loss.py).
+
+The training side is proven in tests/test_sp_parity.py (ZeRO-2 at sp=2 equals sp=1, ZeRO-3 at sp=2 and 4 too). Here:
+the entrypoint refuses ZeRO-3 with `reduce_scatter: false` before any model exists (a real launch), the run-time
+check refuses a config that reached DeepSpeed some other way, and the memory plan plans only what can run.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+
+from longctx.config.recipe import RecipeError
+from longctx.config.rules.zero import gradient_average_divisor
+from longctx.memory_plan.estimate import estimate
+from longctx.preflight.cli import main as preflight
+from longctx.training.sp_loss import GRADIENT_DIVISOR, set_gradient_divisor
+from tests.helpers.launch import accelerate_launch
+from tests.helpers.zero_configs import zero_variant
+from tests.test_preflight_corpus import write_launch
+
+NO_REDUCE_SCATTER = {"stage": 3, "reduce_scatter": False}
+
+
+def accelerator_with(zero: dict):
+    plugin = SimpleNamespace(deepspeed_config={"zero_optimization": zero})
+    return SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin))
+
+
+def test_divisors_deepspeed_uses():
+    """deepspeed 0.19.8: stage 1/2 divide by world/sp = dp on every path, stage 3's reduce-scatter by sp x dp."""
+    assert gradient_average_divisor({"zero_optimization": {"stage": 2}}) == "dp"
+    assert gradient_average_divisor({"zero_optimization": {"stage": 2, "reduce_scatter": False}}) == "dp"
+    assert gradient_average_divisor({"zero_optimization": {"stage": 3}}) == "sp_x_dp"
+    assert gradient_average_divisor({"zero_optimization": NO_REDUCE_SCATTER}) is None
+    assert gradient_average_divisor({"zero_optimization": {"stage": 3, "zero_quantized_gradients": True}}) is None
+    assert gradient_average_divisor({}) is None  # DeepSpeed's default stage is 0
+
+
+def test_run_time_check_refuses_what_reached_deepspeed_anyway():
+    acc = accelerator_with({"stage": 2})
+    set_gradient_divisor(acc, 2)
+    assert getattr(acc, GRADIENT_DIVISOR) == "dp"
+    with pytest.raises(RecipeError, match=r"`zero_optimization.reduce_scatter`: is false.*reduce_scatter: true"):
+        set_gradient_divisor(accelerator_with(NO_REDUCE_SCATTER), 2)
+
+
+@pytest.mark.distributed
+def test_entrypoint_refuses_zero3_without_reduce_scatter(tmp_path):
+    """A real `accelerate launch` of recipes/sft.py at sp=2: exit 2 before any model, naming the key and the fix.
+    Before, it trained with gradients divided by dp in some buckets and by sp x dp in others. Refused by the recipe
+    rules while parsing (the error names the recipe and the JSON), not only by the trainer's run-time check."""
+    accel = zero_variant(tmp_path, 2, reduce_scatter=False)
+    args = ["--config", "tests/recipes/parity.yaml", "--accelerate_config", accel]
+    proc = accelerate_launch(
+        accel, "recipes/sft.py", [*args, "--dataset_name", str(tmp_path), "--output_dir", str(tmp_path)]
+    )
+    assert proc.returncode != 0 and "[mesh]" not in proc.stdout
+    assert "tests/recipes/parity.yaml: recipe cannot run" in proc.stderr, proc.stderr[-2000:]
+    assert "zero3-reduce_scatter-False.json: `zero_optimization.reduce_scatter`: is false" in proc.stderr
+    assert "fix: set reduce_scatter: true (the default)" in proc.stderr
+
+
+def test_plan_does_not_plan_a_configuration_that_cannot_run(tmp_path, capsys):
+    path = write_launch(tmp_path, "cpu", ds={"zero_optimization": {"reduce_scatter": False}})
+    assert preflight(["plan", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "memory: not planned, this ZeRO configuration cannot run: `zero_optimization.reduce_scatter`" in out
+    assert "memory per rank" not in out
+    assert preflight(["plan", str(write_launch(tmp_path, "cpu"))]) == 0
+    assert "memory per rank" in capsys.readouterr().out
+
+
+def test_estimate_refuses_stages_it_does_not_model():
+    arch = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "intermediate_size": 171, "vocab_size": 512}  # fmt: skip
+    flags = {"offload_optimizer": False, "offload_params": False, "tiled_mlp": False, "act_offload": False}
+    assert estimate(arch, seq_len=512, sp=2, num_gpus=2, zero_stage=2, grad_ckpt=True, **flags).total_gib > 0
+    with pytest.raises(ValueError, match="ZeRO stage 1 is not modelled"):
+        estimate(arch, seq_len=512, sp=2, num_gpus=2, zero_stage=1, grad_ckpt=True, **flags)
