@@ -63,7 +63,7 @@ def test_the_lm_head_counts_only_the_positions_trls_fused_head_projects():
     callback = ThroughputCallback(model, grad_ckpt=False, tiled_mlp=False, pad_token_id=None, device="cpu")
     callback.compact_head = True  # what a CUDA device with Triton gets (fused_head_is_compact)
     callback._count(model, (), {"input_ids": ids, "labels": labels})
-    assert callback.counts == [5, 5, 15, 2]  # one 5-token document: 15 causal pairs
+    assert callback.counts == [5, 5, 15, 2, 0]  # one 5-token document: 15 causal pairs; no sliding layer
 
 
 def test_a_cpu_run_on_a_gpu_host_reports_host_memory_and_no_mfu(monkeypatch):
@@ -128,7 +128,7 @@ def test_moe_and_sliding_window_flops_by_hand():
     counts = FlopCounts.from_config(config)
     pos = torch.arange(4)[None]
     assert (causal_pairs(pos), causal_pairs(pos, counts.window)) == (10, 7)
-    assert counts.model(4, 10, 7) == 3 * 17056
+    assert counts.model(4, 10, windowed_pairs=7) == 3 * 17056
 
 
 def tensorboard_scalars(logdir: Path) -> set[str]:
