@@ -13,6 +13,7 @@ import torch
 from datasets import Dataset
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
+from longctx.config.linear_layers import LinearAttention
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.training.flops import FlopCounts, causal_pairs, head_positions, real_tokens
 from longctx.training.metrics import ThroughputCallback, peak_memory_gib
@@ -99,7 +100,8 @@ def test_real_tokens_drop_only_trailing_padding():
 
 @pytest.mark.parametrize("snapshot", SNAPSHOTS, ids=lambda p: p.name)
 def test_linear_flops_count_the_parameters(snapshot):
-    """2 FLOPs per matmul weight per token: the decoder layers' and the LM head's weights, nothing else."""
+    """2 FLOPs per matmul weight per token: the decoder layers' and the LM head's weights, nothing else (beside a
+    linear-attention layer's recurrence, which has no weights: counted apart, test_linear_attention_plan.py)."""
     config = AutoConfig.from_pretrained(snapshot)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
@@ -111,7 +113,10 @@ def test_linear_flops_count_the_parameters(snapshot):
         expert_weights = sum(p.numel() for n, p in model.named_parameters() if ".mlp.experts." in n)
         params -= expert_weights * (experts - config.num_experts_per_tok) // experts
     counts = FlopCounts.from_config(config)
-    assert (counts.layers + counts.head) / 2 == pytest.approx(params, rel=1e-3)  # norms (a few K per layer) left out
+    linear = LinearAttention.from_config(config.get_text_config().to_dict())
+    recurrence = linear.layers * linear.forward_flops_per_token() if linear else 0.0
+    weights = (counts.layers - recurrence + counts.head) / 2
+    assert weights == pytest.approx(params, rel=1e-3)  # norms (a few K per layer) left out
 
 
 def test_moe_and_sliding_window_flops_by_hand():
