@@ -7,34 +7,37 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RECIPE ?= tiny-llama/sft-2k-cpu-sp2
-# ARGS: recipe overrides, for every target (`--max_length 4096`); each tool's own flags have their own variable.
+# Every recipe target is one line over the one command line, `python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS`:
+# ARGS are recipe overrides (`--max_length 4096`) wherever a recipe runs; FLAGS are the subcommand's own flags
+# (`python -m longctx SUBCOMMAND --help`). One FLAGS for every target: each target runs one subcommand, so a
+# per-tool variable would only be a second name for it. Recipe lines start with `@`: make never echoes a
+# command line (ARGS can hold a token); the CLI prints its own launch line with secrets masked.
 ARGS ?=
-PREP_FLAGS ?=
-PROBE_FLAGS ?=
-LADDER_FLAGS ?=
-PYTEST_ARGS ?=
-PREFLIGHT_FLAGS ?=
-# EVAL_FLAGS: the retrieval eval's own flags (--lengths, --depths, --samples, --tasks, --compare BASE_DIR)
-EVAL_FLAGS ?=
+FLAGS ?=
 CHECKPOINT ?=
+PYTEST_ARGS ?=
+LONGCTX := $(PY) -m longctx
+$(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
+  $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-REHEARSE_FLAGS ?=
-
-.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-all lint format lock eval
+.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-unit test-all lint format lock eval
 
 help:
-	@echo "RECIPE names a file under recipes/ without .yaml (default tiny-llama/sft-2k-cpu-sp2); ARGS are recipe overrides"
-	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]            train a recipe with its accelerate config"
-	@echo "make test                                               CPU test tier (what CI runs)"
-	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [EVAL_FLAGS=..]     long-context retrieval eval on the recipe's mesh"
-	@echo "make lint | format                                      ruff check + format check | apply ruff"
-	@echo "make install | install-gpu                              .venv with pinned deps (| plus flash-attn)"
-	@echo "make data [RECIPE=..] [PREP_FLAGS=--force]              prepare (tokenize, pack, pad) the recipe's dataset"
-	@echo "make validate RECIPE=.. [PREFLIGHT_FLAGS=\"--num-gpus 8\"] preflight: every problem of a launch, before any GPU work"
-	@echo "make plan RECIPE=.. [PREFLIGHT_FLAGS=\"--gpu-memory-gb 80\"] the mesh, tokens per rank and the memory plan per rank"
-	@echo "make probe RECIPE=.. [PROBE_FLAGS=\"--sp 2\"]              prove packed documents stay isolated (exit 1 on a leak)"
-	@echo "make rehearse RECIPE=.. [REHEARSE_FLAGS=--keep]          the recipe in miniature on CPU, end to end (no GPU)"
-	@echo "make gpu-ladder [LADDER_FLAGS=--tiny]                   single-GPU ALST memory ladder (benchmarks/)"
+	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
+	@echo "RECIPE: a short name from recipes/README.md (llama8b-256k), a name under recipes/ or a path;"
+	@echo "ARGS: recipe overrides; FLAGS: the subcommand's own flags (python -m longctx SUBCOMMAND --help)"
+	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]                 train a recipe with its accelerate config"
+	@echo "make test                                                    CPU test tier (what CI runs)"
+	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
+	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
+	@echo "make lint | format                                           ruff check + format check | apply ruff"
+	@echo "make install | install-gpu                                   .venv with pinned deps (| plus flash-attn)"
+	@echo "make data [RECIPE=..] [FLAGS=--force]                        prepare (tokenize, pack, pad) the recipe's dataset"
+	@echo "make validate RECIPE=.. [FLAGS=\"--num-gpus 8\"]               preflight: every problem of a launch, before any GPU work"
+	@echo "make plan RECIPE=.. [FLAGS=\"--gpu-memory-gb 80\"]             the mesh, tokens per rank and the memory plan per rank"
+	@echo "make probe RECIPE=.. [FLAGS=\"--sp 2\"]                        prove packed documents stay isolated (exit 1 on a leak)"
+	@echo "make rehearse RECIPE=.. [FLAGS=--keep]                       the recipe in miniature on CPU, end to end (no GPU)"
+	@echo "make gpu-ladder [FLAGS=--tiny]                               single-GPU ALST memory ladder (benchmarks/; no recipe, no ARGS)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -60,39 +63,42 @@ install-gpu: $(STAMP)
 	MAX_JOBS=$(FLASH_JOBS) $(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 	$(PY) -c "import torch, flash_attn_2_cuda; print('flash-attn loads against torch', torch.__version__)"
 
-# One process: preflight (a broken launch stops before any download or process start), the prepared data
-# (a cache hit when nothing changed), then the accelerate launch of the recipe's own YAML.
+# Preflight (a broken launch stops before any download or process start), the prepared data (a cache hit when
+# nothing changed), then the accelerate launch of the recipe's own YAML (longctx/launch/).
 sft: $(STAMP)
-	$(PY) -m longctx.launch $(RECIPE) -- $(ARGS)
+	@$(LONGCTX) sft $(RECIPE) $(FLAGS) -- $(ARGS)
 
 # Preflight first, as for sft; then the retrieval grid on the recipe's mesh (table, results.json, heatmap.png).
 eval: $(STAMP)
-	$(PY) -m longctx.preflight $(RECIPE) --this-machine $(PREFLIGHT_FLAGS) -- $(ARGS)
-	$(PY) -m longctx.evaluation $(RECIPE) $(if $(CHECKPOINT),--checkpoint $(CHECKPOINT)) $(EVAL_FLAGS) -- $(ARGS)
+	@$(LONGCTX) eval $(RECIPE) $(if $(CHECKPOINT),--checkpoint $(CHECKPOINT)) $(FLAGS) -- $(ARGS)
 
-# PREP_FLAGS: data_prep's own flags (--force, --num-proc N)
 data: $(STAMP)
-	$(PY) -m data_prep --recipe $(RECIPE) $(PREP_FLAGS) -- $(ARGS)
+	@$(LONGCTX) data $(RECIPE) $(FLAGS) -- $(ARGS)
 
 validate: $(STAMP)
-	$(PY) -m longctx.preflight $(RECIPE) $(PREFLIGHT_FLAGS) -- $(ARGS)
+	@$(LONGCTX) validate $(RECIPE) $(FLAGS) -- $(ARGS)
 
 plan: $(STAMP)
-	$(PY) -m longctx.preflight plan $(RECIPE) $(PREFLIGHT_FLAGS) -- $(ARGS)
+	@$(LONGCTX) plan $(RECIPE) $(FLAGS) -- $(ARGS)
 
 probe: $(STAMP)
-	$(PY) -m longctx.leak_probe $(RECIPE) $(PROBE_FLAGS)
+	@$(LONGCTX) probe $(RECIPE) $(FLAGS) -- $(ARGS)
 
-# The recipe in miniature on CPU through its real commands (longctx/cpu_rehearsal/); REHEARSE_FLAGS: --workdir DIR, --keep
 rehearse: $(STAMP)
-	$(PY) -m longctx.cpu_rehearsal $(RECIPE) $(REHEARSE_FLAGS)
+	@$(LONGCTX) rehearse $(RECIPE) $(FLAGS) -- $(ARGS)
 
-# On a GPU machine without network use `benchmarks/gpu_memory_ladder.sh run` (offline wheels) instead.
+# No recipe runs here, so recipe overrides are refused rather than ignored. On a GPU machine without network use
+# `benchmarks/gpu_memory_ladder.sh run` (offline wheels) instead.
 gpu-ladder: $(STAMP)
-	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $(PY) benchmarks/gpu_memory_ladder.py $(LADDER_FLAGS)
+	$(if $(ARGS),$(error make gpu-ladder runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
+	@PYTORCH_CUDA_ALLOC_CONF=$${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} $(PY) benchmarks/gpu_memory_ladder.py $(FLAGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The unit lane: no test that starts a process (under 2 minutes on 2 cores), for a change to one module.
+test-unit: $(STAMP)
+	$(PY) -m pytest -m "not gpu and not slow and not distributed and not subprocess" $(PYTEST_ARGS)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m "" $(PYTEST_ARGS)

@@ -18,7 +18,7 @@ the plan's curve.
 Reaching 1.2M: memory is not the limit on an H200 with every feature on (the plan puts 1.2M at about
 0.98 of 141 GB); time is. One 1.2M-token step of Llama-8B is about 1.2e18 model FLOPs (causal attention
 dominates: 12 L H d x S^2 / 2), some 40 minutes at 50% MFU, so the 10-minute default cannot probe it.
-`make gpu-ladder LADDER_FLAGS="--features liger+offload+tiled --start 1200000 --budget-s 7200"` probes
+`make gpu-ladder FLAGS="--features liger+offload+tiled --start 1200000 --budget-s 7200"` probes
 1.2M first and bisects from there.
 
     python benchmarks/gpu_memory_ladder.py [--budget-s 600] [--out benchmarks/results/gpu_memory_ladder.json]

@@ -1,4 +1,4 @@
-"""How long `python -m longctx.preflight --all --intended` takes for the whole catalog, as a user runs it.
+"""How long `python -m longctx validate --all --intended` takes for the whole catalog, as a user runs it.
 
     python benchmarks/preflight_catalog.py [--repeat 3]
 
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def cold_seconds() -> float:
     start = time.perf_counter()
-    cmd = [sys.executable, "-m", "longctx.preflight", "--all", "--intended", "--json"]
+    cmd = [sys.executable, "-m", "longctx", "validate", "--all", "--intended", "--json"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     subprocess.run(cmd, cwd=REPO, check=False, capture_output=True, env=env)
     return time.perf_counter() - start
@@ -44,7 +44,7 @@ def main() -> None:
     cold = min(cold_seconds() for _ in range(repeat))
     warm, n = warm_seconds()
     print(f"recipes: {n}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"python -m longctx.preflight --all --intended: {cold:.2f} s (best of {repeat}, fresh interpreter)")
+    print(f"python -m longctx validate --all --intended: {cold:.2f} s (best of {repeat}, fresh interpreter)")
     print(f"checks alone, warm: {warm:.3f} s ({warm / n * 1000:.0f} ms per recipe); the rest is importing TRL/torch")
 
 

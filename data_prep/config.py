@@ -1,8 +1,10 @@
 """What to prepare, from command-line flags or from a recipe (whose accelerate YAML gives sp_size).
 
 A `PrepConfig` names the source, tokenizer and layout; its `cache_key` hashes everything that changes the
-output (source fingerprint, tokenizer files, lengths, sp, alignment, policy, format, seed), so the training
-side finds the prepared dataset of a recipe by recomputing the key, and a rerun is a cache hit.
+output (source fingerprint, tokenizer files, lengths, sp, alignment, policy, format, seed), so a rerun is a cache
+hit. The training side never recomputes this key (for a Hub dataset it needs the network): it reads the
+manifest data_prep writes beside the dataset, indexed by the recipe's data settings alone
+(longctx/config/prepared.py).
 """
 
 import hashlib

@@ -10,176 +10,72 @@ overridden on the command line (`--learning_rate 1.0e-4`); unknown keys are erro
 
 What this adds to TRL's `trl/scripts/sft.py`: strict recipe parsing with checks against the topology
 (longctx/config/recipe.py), a refusal to run on a topology other than the recipe's, a random-weight mode
-(`model_init: random`), padding to a multiple of sp by default, and a report of the mesh and of the
-sequence shard each rank actually received.
+(`model_init: random`), padding to a multiple of sp by default, a report of the mesh and of the sequence
+shard each rank actually received, and `LongContextSFTTrainer` (longctx/training/trainer.py): TRL's
+SFTTrainer with the SP fixes as method overrides, after the process-wide ones (longctx/training/process_patches.py).
 """
 
 import os
 import sys
 import warnings
 
-import torch
-from datasets import load_dataset
 from transformers import AutoTokenizer
-from trl import SFTTrainer, get_peft_config
+from trl import get_peft_config
 
 from longctx.config.chat_templates import ChatTemplateError, resolve_chat_template
 from longctx.config.checkpoints import resolve_resume
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
-from longctx.config.topology import Topology
-from longctx.training.alst import apply_alst
 from longctx.training.credentials import move_hub_token_to_env
-from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
-from longctx.training.isolation import install_for_recipe, keep_packed_positions, require_position_ids
-from longctx.training.metrics import attach_metrics
-from longctx.training.model_config import build_config, build_random_model, overrides_of
-from longctx.training.prepared_data import load_prepared, load_prepared_eval
-from longctx.training.resume import enable_resume
+from longctx.training.mesh import check_launched_mesh, report_mesh
+from longctx.training.model_config import build_model
+from longctx.training.prepared_data import recipe_datasets
+from longctx.training.process_patches import install_process_patches
 from longctx.training.shutdown import exit_cleanly
-from longctx.training.sinks import install_for_recipe as install_sink_attention
-from longctx.training.sp_eval import enable_sp_eval, keep_sp_in_eval
-from longctx.training.sp_loss import install_token_weighted_sp_loss
+from longctx.training.trainer import LongContextSFTTrainer
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
 # would bury the loss lines and are not actionable from a recipe.
 warnings.filterwarnings("ignore", message=r".*(all_gather|reduce_scatter_tensor|all_gather_into_tensor).*deprecated")
 
 
-def launched_mesh() -> tuple[int, int]:
-    """(world size, sp size) this process was launched with, read from what `accelerate launch` exports."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    use_pc = os.environ.get("ACCELERATE_USE_PARALLELISM_CONFIG", "false").lower() == "true"
-    sp = int(os.environ.get("PARALLELISM_CONFIG_SP_SIZE", "1")) if use_pc else 1
-    return world, sp
-
-
-def check_launch(topo: Topology, source: str, use_cpu: bool = True) -> None:
-    """Refuse to train on a topology other than the recipe's (a silent sp=1 run is this field's classic bug),
-    and a GPU recipe where no GPU is visible, before anything is downloaded."""
-    if not use_cpu and not torch.cuda.is_available():
-        raise RecipeError(
-            source,
-            [
-                (
-                    f"needs {topo.world_size} GPUs ({topo.path}: {topo.num_machines} machine(s) x "
-                    f"{topo.processes_per_machine} processes, sp={topo.sp_size}) but no CUDA GPU is visible; "
-                    "run it on its target hardware, or try the stack on CPU with `make sft` (the tiny CPU recipe)"
-                )
-            ],
-        )
-    world, sp = launched_mesh()
-    if (world, sp) != (topo.world_size, topo.sp_size):
-        raise RecipeError(
-            source,
-            [
-                (
-                    f"launched with world size {world} and sp={sp}, but the recipe's accelerate_config {topo.path} "
-                    f"asks for world size {topo.world_size} and sp={topo.sp_size}; launch with "
-                    f"`accelerate launch --config_file {topo.path} recipes/sft.py --config {source}` (or `make sft`), "
-                    "or override `--accelerate_config` to the topology you launch with"
-                )
-            ],
-        )
-
-
-def build_model(recipe, model_args, training_args):
-    """A model instance for `model_init: random`; otherwise the path, which SFTTrainer loads itself
-    (with the overridden config when the recipe changes the architecture, e.g. its rope scaling)."""
+def resolve_paths(recipe, training_args) -> None:
+    """`resume_from_checkpoint: true` -> the latest checkpoint folder, and a chat template name or repo-relative
+    file -> the file data_prep read too (TRL opens it in SFTTrainer); either missing is a recipe error."""
     try:
-        if recipe.model_init == "random":
-            return build_random_model(recipe, model_args, training_args.seed, training_args.trust_remote_code)
-        if recipe.model_config_overrides:
-            # refuses keys the config lacks, before any weight download
-            build_config(recipe, model_args, training_args.trust_remote_code)
-            # as from_pretrained kwargs (they replace config keys), so the training arguments stay JSON
-            training_args.model_init_kwargs.update(overrides_of(recipe))
-    except (ValueError, TypeError) as exc:
+        training_args.resume_from_checkpoint = resolve_resume(
+            training_args.resume_from_checkpoint, training_args.output_dir
+        )
+        template = resolve_chat_template(training_args.chat_template_path)
+    except (ValueError, ChatTemplateError) as exc:
         raise RecipeError(recipe.config_source, [str(exc)]) from None
-    return model_args.model_name_or_path
-
-
-def report_mesh(trainer, max_length: int | None) -> None:
-    """Print, from rank 0, the mesh this run really has (read back from the accelerator, not the YAML)."""
-    acc = trainer.accelerator
-    pc = acc.parallelism_config
-    sp = pc.sp_size if pc is not None else 1
-    dp_rep, dp_shard = (pc.dp_replicate_size, pc.dp_shard_size) if pc is not None else (acc.num_processes, 1)
-    acc.print(
-        f"[mesh] world={acc.num_processes}: dp_replicate={dp_rep} x dp_shard={dp_shard} x sp={sp}; "
-        f"sp groups are consecutive ranks of {sp}"
-    )
-    if max_length:
-        acc.print(f"[mesh] sequences up to {max_length} tokens -> up to {max_length // sp} tokens per rank")
-
-
-def report_first_shard(model, accelerator) -> None:
-    """Print the sequence length rank 0's model receives on its first step: the real per-rank shard."""
-
-    def hook(module, args, kwargs):
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is not None:
-            accelerator.print(
-                f"[mesh] first step: rank 0 holds a shard of {ids.shape[1]} tokens (batch shape {tuple(ids.shape)})"
-            )
-        handle.remove()
-
-    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    training_args.chat_template_path = str(template) if template else None
 
 
 def main(recipe, training_args, model_args):
     source = recipe.config_source
     topo = recipe_topology(recipe)
-    check_launch(topo, source, use_cpu=training_args.use_cpu)
-    try:
-        resume = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
-        training_args.resume_from_checkpoint = resume
-    except ValueError as exc:
-        raise RecipeError(source, [str(exc)]) from None
+    relaunch = (
+        f"launch with `accelerate launch --config_file {topo.path} recipes/sft.py --config {source}` (or `make sft`), "
+        "or override `--accelerate_config` to the topology you launch with"
+    )
+    check_launched_mesh(topo, source, relaunch, use_cpu=training_args.use_cpu)  # before anything is downloaded
+    resolve_paths(recipe, training_args)
     move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
-    try:  # a template name or a repo-relative file -> the file data_prep read too (TRL opens it in SFTTrainer)
-        template = resolve_chat_template(training_args.chat_template_path)
-    except ChatTemplateError as exc:
-        raise RecipeError(source, [str(exc)]) from None
-    training_args.chat_template_path = str(template) if template else None
 
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,
         revision=model_args.model_revision,
         trust_remote_code=training_args.trust_remote_code,
     )
-
-    # ---- data: a Hub dataset name or a local folder/file that `datasets` can load
-    collator = None
-    if recipe.prepare_data != "off":  # rows `make data` tokenized, packed and padded to SP-safe lengths
-        train_dataset, collator = load_prepared(recipe, training_args, model_args, topo, tokenizer)
-        eval_dataset = load_prepared_eval(recipe, training_args, model_args, topo)  # held-out whole documents
-        training_args.dataset_kwargs = {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True}
-        training_args.remove_unused_columns = False
-    else:
-        dataset = load_dataset(recipe.dataset_name, name=recipe.dataset_config, streaming=recipe.dataset_streaming)
-        train_dataset = dataset[recipe.dataset_train_split]
-        eval_dataset = dataset[recipe.dataset_test_split] if training_args.eval_strategy != "no" else None
-
-    # Every batch must split evenly across the SP group; keep that true by construction.
-    if training_args.pad_to_multiple_of is None:
+    # ---- data: prepared rows (`make data`, through their manifest), or a dataset TRL tokenizes itself
+    train_dataset, eval_dataset, collator = recipe_datasets(recipe, training_args, model_args, topo, tokenizer)
+    if training_args.pad_to_multiple_of is None:  # every batch splits evenly across the SP group, by construction
         training_args.pad_to_multiple_of = topo.sp_size
 
-    # ---- model
-    if recipe.model_init == "pretrained":
-        training_args.model_init_kwargs = {
-            "revision": model_args.model_revision,
-            "trust_remote_code": training_args.trust_remote_code,
-            "attn_implementation": model_args.attn_implementation,
-            "dtype": model_args.dtype,
-            **(training_args.model_init_kwargs or {}),
-        }
-    model = build_model(recipe, model_args, training_args)
-    # packed documents attend only within themselves under sdpa; before accelerate wraps `sdpa` for SP
-    isolation_line = install_for_recipe(recipe, model_args, model)
-    isolation_line += install_sink_attention(recipe, model_args, model)  # gpt-oss sinks, windows: sliced per rank
-
-    # ---- trainer
-    trainer = SFTTrainer(
+    # ---- model, the process-wide fixes, then the trainer with its per-trainer and per-model ones
+    model = build_model(recipe, model_args, training_args)  # an instance (`model_init: random`) or a path
+    isolation_line = install_process_patches(recipe, model_args, model, topo.sp_size)
+    trainer = LongContextSFTTrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
@@ -187,34 +83,10 @@ def main(recipe, training_args, model_args):
         data_collator=collator,
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
+        recipe=recipe,
     )
-    keep_packed_positions(trainer)
-    require_position_ids(trainer.model, recipe, training_args)
-    if eval_dataset is not None:  # eval batches sharded across the SP group, one token-weighted eval loss
-        keep_sp_in_eval()
-        enable_sp_eval(trainer)
-    if recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
-        from longctx.training.retrieval.callback import RetrievalCallback
-
-        keep_sp_in_eval()
-        trainer.add_callback(
-            RetrievalCallback(
-                trainer,
-                tokenizer,
-                recipe.retrieval_eval_steps,
-                recipe.retrieval_eval_samples,
-                training_args.max_length,
-            )
-        )
-    apply_alst(trainer.model, recipe)  # TiledMLP / checkpoint offload switches, per model instance
-    attach_metrics(trainer, recipe)  # first in line, so every report_to logger receives the metrics
-    install_gloo_all_to_all(topo.sp_size)  # sp x dp over gloo: torch's all-to-all breaks in SP subgroups
-    install_token_weighted_sp_loss(trainer)  # SP loss weighted over all micro-batches and dp ranks of a step
-    # SP-safe data skip on resume, universal load on another mesh, topology.json in each checkpoint
-    enable_resume(trainer, recipe=source, checkpoint=training_args.resume_from_checkpoint)
     report_mesh(trainer, training_args.max_length)
     trainer.accelerator.print(isolation_line)
-    report_first_shard(trainer.model, trainer.accelerator)
 
     # ---- train, then save (ZeRO-3 gathers the 16-bit weights on save, see the DeepSpeed JSON)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)

@@ -98,6 +98,7 @@ def test_unknown_override_key_is_refused():
         build_config(bad, SimpleNamespace(model_name_or_path="unused", model_revision=None))
 
 
+@pytest.mark.subprocess
 def test_gpu_recipe_without_gpu_stops_before_download():
     """What every rank of `make sft RECIPE=llama3.1-8b/sft-256k-sp8` does on this CPU machine, offline."""
     proc = subprocess.run(

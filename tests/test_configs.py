@@ -125,6 +125,7 @@ def test_missing_accelerate_config_is_reported(tmp_path):
         parse_recipe(["--config", str(bad)])
 
 
+@pytest.mark.subprocess
 def test_entrypoint_help_exits_zero():
     proc = subprocess.run(
         [sys.executable, "recipes/sft.py", "--help"], cwd=REPO, check=False, capture_output=True, text=True
@@ -132,6 +133,7 @@ def test_entrypoint_help_exits_zero():
     assert proc.returncode == 0 and "--accelerate_config" in proc.stdout and "--model_init" in proc.stdout
 
 
+@pytest.mark.subprocess
 def test_entrypoint_refuses_the_wrong_topology():
     """Run without `accelerate launch` (world 1, sp=1) a recipe made for sp=2: refused, not silently sp=1."""
     proc = subprocess.run(

@@ -1,13 +1,21 @@
-"""A recipe copied out of this repository, with exactly the files the README lists, trains on its own.
+"""A recipe copied out of this repository, with exactly the files the README lists, trains in a team's repository.
 
-The copy goes to an empty folder outside the repository and runs through `accelerate launch` with the copied
-accelerate YAML and DeepSpeed JSON; nothing is installed. The shared environment has this repository installed
-in editable mode, whose import hook would quietly supply any package the copy lacks, so the launches run with
-a `sitecustomize` (test-owned, outside the copy) that removes that hook: a file missing from the documented set
-fails the run. The data step runs this repository's `data_prep` against the copy (a tool, not a run-time
-dependency, as the README says); it writes the prepared rows and their manifest inside the copy.
+The copy goes to a folder outside the repository that stands for a team's repository: it already has its own
+`config/` and `training/` packages, each with an `__init__.py` and a module named like one of ours
+(`config/recipe.py`, `training/trainer.py`) that fails loudly when imported, so any code of ours reaching for a
+top-level `config` or `training` would import the team's instead and stop. From there, through
+`accelerate launch` with the copied accelerate YAML and DeepSpeed JSON (nothing installed), the default recipe
+trains, and so does a team recipe derived from it with `retrieval_eval_steps` on: the in-training retrieval
+slice must run in the copy and log its metric (it once imported the eval tool, which the copy lacks).
+
+The shared environment has this repository installed in editable mode, whose import hook would quietly supply
+any package the copy lacks, so the launches run with a `sitecustomize` (test-owned, outside the copy) that
+removes that hook: a file missing from the documented set, or a tool import in the runtime, fails the run. The
+data step runs this repository's `data_prep` against the copy (a tool, not a run-time dependency, as the
+README says); it writes the prepared rows and their manifest inside the copy, and both recipes read them.
 """
 
+import json
 import os
 import re
 import shutil
@@ -22,7 +30,16 @@ from tests.helpers.launch import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
+RETRIEVAL_RECIPE = "recipes/team/sft-2k-cpu-sp2-retrieval.yaml"  # written by the team, in the copy
 pytestmark = pytest.mark.distributed
+
+# The team's own packages, named like ours: importing one of these modules is a name collision.
+TEAM_PACKAGES = {
+    "config/__init__.py": '"""The team\'s own configuration package."""\nTEAM = True\n',
+    "config/recipe.py": 'raise RuntimeError("the team\'s config/recipe.py was imported: a name collision")\n',
+    "training/__init__.py": '"""The team\'s own training package."""\nTEAM = True\n',
+    "training/trainer.py": 'raise RuntimeError("the team\'s training/trainer.py was imported: a name collision")\n',
+}
 
 NO_EDITABLE_HOOK = """\
 import sys
@@ -57,11 +74,22 @@ def isolated_env(tmp: Path, copy: Path) -> dict:
     return {**env, "PYTHONPATH": f"{copy}{os.pathsep}{hook}", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
-def launch(copy: Path, env: dict, *overrides: str) -> subprocess.CompletedProcess:
-    recipe = yaml.safe_load((copy / RECIPE).read_text())
+def launch(copy: Path, env: dict, recipe_path: str, *overrides: str) -> subprocess.CompletedProcess:
+    recipe = yaml.safe_load((copy / recipe_path).read_text())
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", recipe["accelerate_config"]]
-    cmd += ["--main_process_port", str(free_port()), "recipes/sft.py", "--config", RECIPE, *overrides]
+    cmd += ["--main_process_port", str(free_port()), "recipes/sft.py", "--config", recipe_path, *overrides]
     return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def write_team_repository(root: Path) -> None:
+    """The team's own `config/` and `training/` packages, and its recipe derived from the copied default one."""
+    for rel, text in TEAM_PACKAGES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    recipe = yaml.safe_load((REPO / RECIPE).read_text())
+    recipe.update(retrieval_eval_steps=1, retrieval_eval_samples=1)  # one slice, after the first step
+    (root / RETRIEVAL_RECIPE).parent.mkdir(parents=True)
+    (root / RETRIEVAL_RECIPE).write_text(yaml.safe_dump(recipe, sort_keys=False))
 
 
 def prepare_data(copy: Path) -> None:
@@ -87,29 +115,56 @@ def test_the_documented_set_is_what_the_recipe_names():
 
 @pytest.fixture(scope="module")
 def copied(tmp_path_factory):
+    """(tmp, team repository with the copy-out set in it and the recipe's data prepared there), shared."""
     tmp = tmp_path_factory.mktemp("copy-out")
     assert not tmp.resolve().is_relative_to(REPO)
     copy = tmp / "team-repo"
     copy.mkdir()
+    write_team_repository(copy)
     copy_set(documented_set(), copy)
+    prepare_data(copy)
     return tmp, copy
 
 
-def test_the_copied_recipe_trains_from_an_empty_folder(copied):
+def test_the_team_packages_are_what_a_bare_config_or_training_import_finds(copied):
+    """Proves the fixture can catch a collision: in the launch environment, `config` and `training` are the team's."""
     tmp, copy = copied
-    prepare_data(copy)
+    probe = "import config, training; assert config.TEAM and training.TEAM; import config.recipe"
+    env = isolated_env(tmp, copy)
+    cmd = [sys.executable, "-c", probe]
+    proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert "the team's config/recipe.py was imported: a name collision" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_the_copied_recipe_trains_in_a_team_repository(copied):
+    tmp, copy = copied
     out = copy / "outputs" / "copied"
-    proc = launch(copy, isolated_env(tmp, copy), "--max_steps", "3", "--logging_steps", "1", "--output_dir", str(out))
+    env = isolated_env(tmp, copy)
+    proc = launch(copy, env, RECIPE, "--max_steps", "2", "--logging_steps", "1", "--output_dir", str(out))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
     assert "[mesh] world=2: dp_replicate=1 x dp_shard=1 x sp=2" in log
     assert f"[done] model saved to {out}" in log and (out / "model.safetensors").is_file()
 
 
+def test_a_recipe_with_the_retrieval_slice_trains_in_a_team_repository(copied):
+    tmp, copy = copied
+    out = copy / "outputs" / "retrieval"
+    env = isolated_env(tmp, copy)
+    proc = launch(copy, env, RETRIEVAL_RECIPE, "--max_steps", "1", "--output_dir", str(out))
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    measured = [row for row in history if "retrieval_passkey_accuracy" in row]
+    assert [row["step"] for row in measured] == [1], history
+    assert 0.0 <= measured[0]["retrieval_multikey_accuracy"] <= 1.0
+    assert measured[0]["retrieval_passkey_logprob"] < 0.0
+
+
 def test_a_file_missing_from_the_set_fails(copied, tmp_path):
     _, copy = copied
     partial = tmp_path / "partial"
-    shutil.copytree(copy, partial, ignore=shutil.ignore_patterns("outputs", "data"))
+    shutil.copytree(copy, partial, ignore=shutil.ignore_patterns("outputs", "data", "__pycache__"))
     shutil.rmtree(
         partial / "longctx" / "config"
     )  # the bottom layer, which the editable install would otherwise supply

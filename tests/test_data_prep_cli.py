@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
 
 
+@pytest.mark.subprocess
 def test_bad_input_is_one_line_exit_2_without_traceback(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "data_prep", "--input", str(tmp_path / "nope.jsonl"), "--tokenizer", TOKENIZER]

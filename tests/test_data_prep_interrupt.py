@@ -17,6 +17,8 @@ import pytest
 
 from data_prep.writer import is_complete
 
+pytestmark = pytest.mark.subprocess  # every test reads the interrupted child prep's leftovers
+
 REPO = Path(__file__).resolve().parent.parent
 WORDS = ("the", "river", "crosses", "a", "long", "road", "while", "seven", "blue", "foxes", "find", "harbour", "door")
 

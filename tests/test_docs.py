@@ -3,7 +3,8 @@
 Commands are read from the Markdown itself (code blocks, `$ ` lines of output blocks, inline code spans), so a
 command added to a doc is checked without touching this file. What each kind must satisfy:
 - `make T VAR=...`: T is a target (`make -n` exits 0 without running anything), VAR is a Makefile variable,
-  RECIPE names a recipe file, ARGS are recipe keys, and each *_FLAGS value holds flags of the tool it feeds;
+  RECIPE names a recipe file (or its short name), ARGS are recipe keys, and FLAGS holds flags of T's subcommand
+  (`python -m longctx T`; the ladder's script for gpu-ladder); the examples of `make help` count as a doc;
 - `python -m M ...` and `python benchmarks/X.py ...`: the module or script exists, its `--help` exits 0 and lists
   every flag used; a recipe it is given exists; overrides after `--` are recipe keys;
 - `accelerate launch ...`: its flags are accelerate's, the accelerate YAML and recipe exist, overrides are keys;
@@ -22,13 +23,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
-DOCS += [REPO / "recipes/README.md"]
+DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]
 STARTS = ("make ", "python ", ".venv/bin/python ", "accelerate launch ", "sbatch ", "pytest ", "benchmarks/")
-FLAG_VARS = {"PREP_FLAGS": "data_prep", "PREFLIGHT_FLAGS": "longctx.preflight", "PROBE_FLAGS": "longctx.leak_probe"}
-FLAG_VARS["LADDER_FLAGS"] = "benchmarks/gpu_memory_ladder.py"
-RECIPE_CLIS = {"longctx.preflight", "longctx.leak_probe", "longctx.launch"}
+SUBCOMMANDS = ("sft", "data", "validate", "plan", "probe", "rehearse", "eval")
+# whose flags FLAGS holds, per make target: the target's `python -m longctx` subcommand, or the ladder's script
+FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {"gpu-ladder": "benchmarks/gpu_memory_ladder.py"}
+RECIPE_CLIS = {"longctx", "longctx.preflight", "longctx.leak_probe", "longctx.evaluation", "longctx.cpu_rehearsal"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,11 +75,22 @@ def commands_in(path: Path) -> list[Command]:
     return found
 
 
-ALL = [c for doc in DOCS for c in commands_in(doc)]
+def make_help_commands() -> list[Command]:
+    """The example of each `make help` line (`make plan RECIPE=.. [FLAGS="--gpu-memory-gb 80"]`), brackets dropped."""
+    found = []
+    for number, line in enumerate((REPO / "Makefile").read_text().splitlines(), 1):
+        shown = re.match(r'^\t@echo "(make [^|]*?)(?:\s{2,}|"$)', line)
+        if shown:
+            text = shown.group(1).replace('\\"', '"').replace("[", "").replace("]", "").strip()
+            found.append(Command(f"Makefile:{number} (make help)", text))
+    return found
+
+
+ALL = [c for doc in DOCS for c in commands_in(doc)] + make_help_commands()
 
 
 def placeholder(token: str) -> bool:
-    return bool(re.search(r"<[^>]*>|\.\.(?!/)|\bRECIPE\b|\bN\b|\bname\b", token)) or "|" in token
+    return bool(re.search(r"<[^>]*>|\.\.(?!/)|\bRECIPE\b|\bSUBCOMMAND\b|\bN\b|\bname\b", token)) or "|" in token
 
 
 @functools.cache
@@ -129,6 +144,9 @@ print("@@HELP@@" + json.dumps(out))
 
 def tool_of(cmd: list[str]) -> tuple[str, list[str]] | None:
     """(tool label, the --help invocation) for a python command: `-m module` or a benchmarks script."""
+    if cmd[:2] == ["-m", "longctx"] and cmd[2:3] and cmd[2] in SUBCOMMANDS:
+        # `longctx data` is data_prep's --recipe form (its help is data_prep's; the CLI would exec it)
+        return f"longctx {cmd[2]}", ["-m", "data_prep", "--help"] if cmd[2] == "data" else [*cmd[:3], "--help"]
     if cmd[0] == "-m":
         module = cmd[1]
         sub = ["plan"] if module == "longctx.preflight" and cmd[2:3] == ["plan"] else []
@@ -151,8 +169,8 @@ def helps() -> dict[str, tuple[int, str]]:
         if c.text.startswith(("python ", ".venv/bin/python ")):
             tool = tool_of(python_argv(c.text))
             wanted[tool[0]] = tool[1]
-    for tool in FLAG_VARS.values():
-        wanted[tool] = ["-m", tool, "--help"] if "/" not in tool else [tool, "--help"]
+    for tool in FLAGS_OF.values():
+        wanted[tool] = tool_of(["-m", *tool.split()] if "/" not in tool else [tool])[1]
     wanted["accelerate launch"] = ["-m", "accelerate.commands.launch", "--help"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run(
@@ -188,6 +206,7 @@ def make_variables() -> frozenset[str]:
 
 def check_make(tokens: list[str]) -> list[str]:
     problems, run = [], ["make", "-n", "-o", ".venv/.installed"]
+    target = next((t for t in tokens[1:] if "=" not in t and not t.startswith("-")), None)
     for token in tokens[1:]:
         name, eq, value = token.partition("=")
         if token.startswith("-"):  # make's own options
@@ -203,8 +222,9 @@ def check_make(tokens: list[str]) -> list[str]:
             problems += recipe_problem(value)
         elif name == "ARGS":
             problems += key_problems(shlex.split(value))
-        elif name in FLAG_VARS:
-            problems += flag_problems(FLAG_VARS[name], flags(shlex.split(value)))
+        elif name == "FLAGS":
+            tool = FLAGS_OF.get(target)
+            problems += flag_problems(tool, flags(shlex.split(value))) if tool else [f"`make {target}` takes no FLAGS"]
         if not placeholder(value):
             run.append(token)
     if not problems:
@@ -220,6 +240,8 @@ def check_python(text: str) -> list[str]:
     if cmd[0] != "-m" and not (REPO / cmd[0]).is_file():
         return [f"no script {cmd[0]}"]
     args = cmd[2:] if cmd[0] == "-m" else cmd[1:]
+    if label.startswith("longctx ") and cmd[1] == "longctx":
+        args = args[1:]  # past the subcommand
     ours, _, overrides = (
         (args[: args.index("--")], None, args[args.index("--") + 1 :]) if "--" in args else (args, 0, [])
     )
@@ -227,7 +249,7 @@ def check_python(text: str) -> list[str]:
     positional = [t for t in ours if not t.startswith("-") and t != "plan"]
     if cmd[0].startswith("benchmarks/"):  # a benchmark's sub-command is one of its choices
         problems += [f"`{label}` has no choice {t}" for t in positional if t not in helps()[label][1]]
-    first = ours[1:2] if ours[:1] == ["plan"] else ours[:1]  # the recipe comes first, as the docs write it
+    first = ours[1:2] if ours[:1] == ["plan"] and cmd[1] != "longctx" else ours[:1]  # the recipe comes first
     if cmd[0] == "-m" and cmd[1] in RECIPE_CLIS and first and not first[0].startswith("-"):
         problems += recipe_problem(first[0])
     if "--recipe" in ours[:-1]:
@@ -274,23 +296,29 @@ def test_the_docs_show_commands():
     assert {"make", "accelerate", "sbatch"} <= kinds and len(ALL) > 40, [str(c) for c in ALL]
 
 
+@pytest.mark.subprocess
 def test_every_documented_command_names_real_targets_modules_recipes_and_flags():
     problems = [f"{c}\n    {p}" for c in ALL for p in check(c)]
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.subprocess
 def test_the_checker_catches_a_wrong_command():
     wrong = [
         "make sft RECIPE=tiny-llama/sft-2k-cpu ARGS=--max_step 3",
         "make trian",
-        "make data PREP_FLAGS=--forse",
-        "python -m longctx.preflight tests/recipes/eight-gpu.yaml --gpu-memory 80",
+        "make data FLAGS=--forse",
+        "make plan FLAGS=--num-gpu",
+        "python -m longctx plan tiny-2k --gpu-memory 80",
+        "python -m longctx sft llama8b-265k",
+        "python -m longctx validate tests/recipes/eight-gpu.yaml --gpu-memory 80",
         "accelerate launch --config_file accelerate_configs/cpu-sp3.yaml recipes/sft.py --config recipes/x.yaml",
     ]
     caught = {text: check(Command("test", text)) for text in wrong}
     assert all(caught.values()), caught
 
 
+@pytest.mark.subprocess
 def test_make_plan_prints_what_the_preflight_doc_shows():
     doc = (REPO / "docs/preflight.md").read_text()
     block = re.search(r"```text\n\$ (make plan [^\n]+)\n(.*?)```", doc, re.DOTALL)
@@ -310,6 +338,7 @@ def test_make_plan_prints_what_the_preflight_doc_shows():
     assert proc.returncode == 0 and missing is None, f"not printed (or out of order): {missing!r}\n{proc.stdout}"
 
 
+@pytest.mark.subprocess
 def test_the_layout_table_names_every_top_level_folder():
     listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     folders = {p.split("/")[0] for p in listed.split() if "/" in p and not p.startswith(".")}

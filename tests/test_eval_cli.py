@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from longctx.evaluation.cli import default_lengths, main
+from tests.helpers.secrets import env_with_tokens, make_argv, secret_leaks
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_RECIPES = sorted(p for p in (REPO / "recipes").rglob("*.yaml") if "tiny-llama" not in str(p))
@@ -44,15 +45,23 @@ def run_offline(cmd: list[str]) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.distributed
-def test_make_eval_on_the_tiny_recipe_writes_table_json_and_heatmap(tmp_path):
+def test_make_eval_on_the_tiny_recipe_writes_table_json_and_heatmap_and_no_token(tmp_path):
+    """Preflight, then the grid on the sp=2 mesh; the run carries a fake Hub token in ARGS and HF_TOKEN (see
+    tests/test_secrets.py): results.json records the overrides, and must not record the token."""
     flags = f"--lengths 512 1024 --depths 0 1 --samples 1 --tasks passkey multivalue --out {tmp_path}"
-    proc = run_offline(
-        ["make", "-s", "-o", ".venv/.installed", "eval", "RECIPE=tiny-llama/sft-2k-cpu-sp2", f"EVAL_FLAGS={flags}"]
+    argv = make_argv("eval", "RECIPE=tiny-2k", f"FLAGS={flags}")
+    argv[-1] += " --seed 7"
+    proc = subprocess.run(
+        argv, cwd=REPO, check=False, capture_output=True, text=True, timeout=900, env=env_with_tokens()
     )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    assert "preflight ok: recipes/tiny-llama/sft-2k-cpu-sp2.yaml" in proc.stdout
     assert "passkey: accuracy by context length (rows) and needle depth (columns)" in proc.stdout
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["sp"] == 2 and len(doc["cells"]) == 2 * 2 * 2 and len(doc["examples"]) == 8
+    assert doc["overrides"] == ["--seed", "7"]
     assert (tmp_path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert secret_leaks(proc.stdout + proc.stderr, tmp_path) == []
 
 
 @pytest.mark.distributed
@@ -89,7 +98,7 @@ def test_eval_prepares_the_model_with_each_offload_deepspeed_json(zero, tmp_path
         "7",
     ]
     proc = run_offline(
-        [str(REPO / ".venv/bin/python"), "-m", "longctx.evaluation", str(tmp_path / "recipe.yaml"), *flags]
+        [str(REPO / ".venv/bin/python"), "-m", "longctx", "eval", str(tmp_path / "recipe.yaml"), *flags]
     )
     doc = json.loads((tmp_path / "o" / "results.json").read_text())
     assert len(doc["examples"]) == 2 and all(e["seconds"] > 0 for e in doc["examples"])

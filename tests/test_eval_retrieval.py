@@ -43,7 +43,7 @@ def run(*argv, timeout=3600):
 
 
 def evaluate(out: Path, checkpoint: Path | None = None, sp: int = 2) -> dict:
-    args = ["-m", "longctx.evaluation", RECIPE, *GRID, "--out", str(out)]
+    args = ["-m", "longctx", "eval", RECIPE, *GRID, "--out", str(out)]
     args += ["--checkpoint", str(checkpoint)] if checkpoint else []
     run(*args, "--", "--accelerate_config", f"accelerate_configs/cpu-sp{sp}.yaml")
     return json.loads((out / "results.json").read_text())
@@ -57,7 +57,7 @@ def scores(tmp_path_factory):
     with open(corpus / "train.jsonl", "w") as f:
         f.writelines(json.dumps(d) + "\n" for d in passkey_documents(8000, 1, 9, seed=1))
     data = ["--dataset_name", str(corpus), "--prepared_data_dir", str(tmp / "prepared")]
-    run("-m", "longctx.launch", RECIPE, "--", *data, "--output_dir", str(tmp / "model"))
+    run("-m", "longctx", "sft", RECIPE, "--", *data, "--output_dir", str(tmp / "model"))
     return {
         "untrained": evaluate(tmp / "start"),
         "trained": evaluate(tmp / "trained", tmp / "model"),

@@ -7,8 +7,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from longctx.evaluation.worker import shard_sums
-from longctx.training.retrieval.scoring import cells, verdict
+from longctx.training.retrieval.scoring import cells, shard_sums, verdict
 from longctx.training.retrieval.tasks import TASKS, Example, build_example
 
 LN3 = math.log(3)

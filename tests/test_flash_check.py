@@ -35,6 +35,7 @@ def fake_extension(tmp_path, monkeypatch):
     return build
 
 
+@pytest.mark.subprocess
 def test_an_extension_built_for_another_torch_is_an_abi_mismatch(fake_extension):
     fake_extension(SOURCE)
     message, fix = flash_import_failure("flash_attention_2")

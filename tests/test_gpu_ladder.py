@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "benchmarks")]
 
@@ -36,6 +38,7 @@ def test_bisection_goes_down_when_the_plan_over_promises():
     assert 50_000 / 1.05 <= max(s for s in seen if s <= 50_000) <= 50_000
 
 
+@pytest.mark.subprocess
 def test_ladder_tiny_runs_every_feature_set(tmp_path):
     out = tmp_path / "ladder.json"
     proc = subprocess.run(

@@ -30,13 +30,17 @@ def test_sp1_isolated_with_parity(tmp_path, capsys):
     assert "[probe] isolated" in capsys.readouterr().out
 
 
-def test_sp1_on_a_catalog_architecture(tmp_path):
-    """Qwen3-8B's layout (32 query / 8 KV heads, head_dim from config) at tiny size, from the offline snapshot."""
-    recipe = tmp_path / "qwen.yaml"
-    recipe.write_text("model_name_or_path: Qwen/Qwen3-8B\nattn_implementation: sdpa\n")
+def test_sp1_on_a_catalog_architecture_named_by_a_recipe_override(tmp_path, capsys):
+    """Qwen3-8B's layout (32 query / 8 KV heads, head_dim from config) at tiny size, from the offline snapshot,
+    chosen by a recipe override (`make probe ARGS=--model_name_or_path ...`); a key the probe does not read is
+    refused rather than ignored."""
     out = tmp_path / "q.json"
-    assert main([str(recipe), "--json", str(out)]) == 0
+    assert main([RECIPE, "--json", str(out), "--", "--model_name_or_path", "Qwen/Qwen3-8B"]) == 0
     assert json.loads(out.read_text())["model"] == "Qwen/Qwen3-8B"
+    with pytest.raises(SystemExit) as exc:
+        main([RECIPE, "--", "--learning_rate", "1e-3"])
+    assert exc.value.code == 2
+    assert "recipe override(s) --learning_rate change nothing the probe runs" in capsys.readouterr().err
 
 
 @pytest.mark.distributed

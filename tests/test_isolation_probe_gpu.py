@@ -16,20 +16,20 @@ GPU_RECIPE = "llama3.1-8b/sft-256k-sp8"
 
 
 def args(**kw) -> argparse.Namespace:
-    flags = {"no_isolation": False, "compare_stock": False, "parity": False}
+    flags = {"no_isolation": False, "compare_stock": False, "parity": False, "overrides": {}, "override_argv": []}
     return argparse.Namespace(**{"recipe": GPU_RECIPE, "sp": None, "device": "auto", **flags, **kw})
 
 
 def test_on_gpus_the_probe_launches_one_process_per_gpu_at_the_recipes_sp():
     a = args(device="cuda", sp=recipe_sp(GPU_RECIPE), parity=True)
-    cmd = launch_command(a, Path("/tmp/r.json"), "29999")
+    cmd = launch_command(a, Path("/tmp/r.json"), 29999)
     assert cmd[cmd.index("--num_processes") + 1] == "8" and "--multi_gpu" in cmd
     assert "--config_file" not in cmd  # no cpu-sp{N}.yaml (gloo, every rank on one device)
     assert cmd[-3:] == ["--parity", "--device", "cuda"] and GPU_RECIPE in cmd
 
 
 def test_on_cpu_the_launch_is_unchanged():
-    cmd = launch_command(args(device="cpu", sp=2), Path("/tmp/r.json"), "29999")
+    cmd = launch_command(args(device="cpu", sp=2), Path("/tmp/r.json"), 29999)
     assert cmd[cmd.index("--config_file") + 1] == "accelerate_configs/cpu-sp2.yaml"
     assert "--device" not in cmd and "--multi_gpu" not in cmd
 

@@ -1,9 +1,10 @@
 """Every replacement of upstream code is in training/patches.py, and its upstream source is what it was written for.
 
-Three guards: the recorded fingerprints match the installed upstream source (checked in a fresh interpreter,
+Four guards: the recorded fingerprints match the installed upstream source (checked in a fresh interpreter,
 because tests in this process may already have installed some of the patches); every patch site in the code
 (found by reading the code's syntax tree, not by a list kept here) is registered and says so in a comment;
-every registered installer exists.
+every registered installer exists; every method the trainer overrides (read from the class, not from a list
+kept here) is registered with the fingerprint of the upstream method its `super()` calls.
 """
 
 import ast
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from longctx.training.patches import PATCHES, mismatches
+from longctx.training.patches import OVERRIDES, PATCHES, mismatches, resolve
 
 REPO = Path(__file__).resolve().parents[1]
 MARK = "registered in longctx/training/patches.py"
@@ -77,6 +78,7 @@ def our_python_files() -> list[Path]:
     return [REPO / p for p in out.split() if not p.startswith("tests/")]
 
 
+@pytest.mark.subprocess
 def test_every_upstream_source_matches_its_fingerprint():
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
@@ -89,7 +91,7 @@ def test_every_upstream_source_matches_its_fingerprint():
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"{len(PATCHES)} patches" in proc.stdout
+    assert f"{len(PATCHES)} patches, {len(OVERRIDES)} overrides" in proc.stdout
 
 
 def test_a_changed_upstream_source_fails_naming_the_patch():
@@ -102,6 +104,7 @@ def test_a_changed_upstream_source_fails_naming_the_patch():
     assert mismatches((tiled,)) == []
 
 
+@pytest.mark.subprocess
 def test_every_patch_site_is_registered_and_marked():
     registered = {p.installed_by for p in PATCHES}
     unregistered, unmarked = [], []
@@ -150,3 +153,42 @@ def test_installer_exists_and_is_marked(patch):
     assert callable(getattr(module, function, None)), f"{patch.installed_by} does not exist"
     assert MARK in Path(module.__file__).read_text(), f"{module.__file__} lacks `# {MARK}`"
     assert patch.written_against and "==" in patch.written_against
+
+
+def overridden_methods(cls, base) -> set[str]:
+    """Names of the methods `cls` defines itself that `base` (or its ancestors) also has: its overrides."""
+    return {name for name, value in vars(cls).items() if callable(value) and hasattr(base, name)}
+
+
+def test_every_trainer_override_is_registered_against_the_method_super_calls():
+    from trl import SFTTrainer
+
+    from longctx.training.trainer import LongContextSFTTrainer
+
+    owner = f"{LongContextSFTTrainer.__module__}:{LongContextSFTTrainer.__qualname__}"
+    registered = {o.overridden_by.rsplit(".", 1)[-1]: o for o in OVERRIDES}
+    assert {o.overridden_by.rsplit(".", 1)[0] for o in OVERRIDES} == {owner}
+    assert set(registered) == overridden_methods(LongContextSFTTrainer, SFTTrainer), (
+        "every method LongContextSFTTrainer overrides is listed in OVERRIDES of longctx/training/patches.py, "
+        "with the fingerprint of the upstream method (`python -m longctx.training.patches --print`)"
+    )
+    for name, override in registered.items():
+        assert resolve(override.method) is getattr(SFTTrainer, name), (
+            f"{override.method} is not the method `super().{name}` reaches from LongContextSFTTrainer"
+        )
+        assert override.written_against and "==" in override.written_against
+
+
+def test_the_override_scan_sees_a_new_override():
+    from trl import SFTTrainer
+
+    from longctx.training.trainer import LongContextSFTTrainer
+
+    class Extended(LongContextSFTTrainer):
+        def training_step(self, *args, **kwargs):
+            return super().training_step(*args, **kwargs)
+
+        def own_helper(self):
+            return None
+
+    assert overridden_methods(Extended, SFTTrainer) == {"training_step"}

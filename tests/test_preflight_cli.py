@@ -111,6 +111,7 @@ def test_version_floors():
     assert "accelerate >= 1.13" in low.message and "pip install" in low.fix
 
 
+@pytest.mark.subprocess
 def test_make_sft_refuses_before_any_process_starts():
     """`make sft` on a CPU machine with an 8-GPU recipe stops at preflight: no launch line, no download."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

@@ -7,15 +7,16 @@ what a CPU cannot run, and keeps what decides which code runs.
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT, recipe_names, resolve_recipe
 from longctx.config.topology import load_yaml_mapping
+from longctx.cpu_rehearsal.cli import override_problems
 from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
-from longctx.cpu_rehearsal.miniature import miniature_config, scaled_heads
+from longctx.miniature import miniature_config, scaled_heads
+from tests.helpers.secrets import ENV_TOKEN, make_argv, secret_leaks
 
 DEFAULT_TIER = ("llama3.1-8b/lora-256k-sp8", "qwen3-32b/sft-256k-2x8-sp8-dp2")
 # keys the rehearsal may change, and why: CPU kernels and precision (SET_FOR_CPU), the miniature's size and
@@ -28,8 +29,10 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
 
 
 def rehearse(name: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`make rehearse` as a user types it, carrying a fake Hub token in ARGS and HF_TOKEN (tests/test_secrets.py)."""
     env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    argv = [sys.executable, "-m", "longctx.cpu_rehearsal", name, "--workdir", str(tmp_path / "work")]
+    env["HF_TOKEN"] = ENV_TOKEN
+    argv = make_argv("rehearse", f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}")
     return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
 
 
@@ -66,6 +69,15 @@ def test_the_miniature_architecture_keeps_ratio_rope_and_ties(model):
     assert mini["num_hidden_layers"] == 2 and mini["vocab_size"] == 400
 
 
+def test_overrides_apply_to_the_real_recipe_and_the_rehearsals_own_keys_are_refused(tmp_path):
+    derived = derive(resolve_recipe("llama8b-lora-256k"), tmp_path, {"lora_r": "8", "dataset_format": "text"})
+    assert derived.recipe["lora_r"] == "8" and derived.recipe["dataset_format"] == "text"
+    assert override_problems({"lora_r": "8"}) == []
+    refused = override_problems({"max_length": "4096", "attn_implementation": "sdpa"})
+    assert refused and "--attn_implementation, --max_length: the rehearsal sets these itself" in refused[0]
+    assert "did you mean `lora_r`" in override_problems({"lora_rr": "8"})[0]
+
+
 @pytest.mark.distributed
 @pytest.mark.parametrize(
     "name", [n if n in DEFAULT_TIER else pytest.param(n, marks=pytest.mark.slow) for n in recipe_names()]
@@ -76,3 +88,4 @@ def test_rehearsal(name, tmp_path):
     for step in ("preflight: ok", "prepare: ok", "train: ok", "resume: ok", "load: ok", "every step passed"):
         assert step in proc.stdout, step
     assert "changed from the real recipe" in proc.stdout
+    assert secret_leaks(proc.stdout + proc.stderr, tmp_path / "work") == []

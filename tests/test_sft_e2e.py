@@ -1,6 +1,9 @@
-"""`make sft` end to end: the default recipe through the exact launch path a user types."""
+"""`make sft` end to end: the default recipe through the exact launch path a user types.
 
-import os
+The run carries a fake Hub token in ARGS and in HF_TOKEN (tests/test_secrets.py lists every target that does):
+it must show up nowhere in the output, the saved arguments, the trainer state or the checkpoint.
+"""
+
 import re
 import subprocess
 from pathlib import Path
@@ -9,6 +12,7 @@ import pytest
 from safetensors.torch import load_file
 
 from tests.helpers.launch import log_history
+from tests.helpers.secrets import env_with_tokens, make_argv, secret_leaks
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.distributed
@@ -18,15 +22,12 @@ pytestmark = pytest.mark.distributed
 def make_sft(tmp_path_factory):
     out = tmp_path_factory.mktemp("sft") / "tiny-llama/sft-2k-cpu-sp2"
     # `--save_strategy no` is read as TRL reads it (the string "no", not YAML's false)
-    args = f"--max_steps 12 --logging_steps 3 --save_strategy no --output_dir {out}"
+    # one checkpoint, at the last step: where a token would be saved with the training arguments and states
+    args = f"--max_steps 12 --logging_steps 3 --save_strategy steps --save_steps 12 --output_dir {out}"
+    argv = make_argv("sft")
+    argv[-1] += f" {args}"
     proc = subprocess.run(
-        ["make", "-s", "sft", f"ARGS={args}"],
-        cwd=REPO,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+        argv, cwd=REPO, check=False, capture_output=True, text=True, timeout=600, env=env_with_tokens()
     )
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return proc.stdout + proc.stderr, out
@@ -34,7 +35,8 @@ def make_sft(tmp_path_factory):
 
 def test_prints_launch_line_and_mesh(make_sft):
     log, _ = make_sft
-    assert "[launch] accelerate launch --config_file accelerate_configs/cpu-sp2.yaml recipes/sft.py" in log
+    assert "[launch] accelerate launch --config_file accelerate_configs/cpu-sp2.yaml --main_process_port " in log
+    assert " recipes/sft.py --config recipes/tiny-llama/sft-2k-cpu-sp2.yaml --max_steps 12 " in log
     assert "[mesh] world=2: dp_replicate=1 x dp_shard=1 x sp=2" in log
 
 
@@ -55,3 +57,9 @@ def test_model_is_saved_where_it_says(make_sft):
     assert f"[done] model saved to {out}" in log
     weights = load_file(out / "model.safetensors")
     assert weights["model.embed_tokens.weight"].shape == (512, 64)
+
+
+def test_no_token_in_the_output_arguments_state_or_checkpoint(make_sft):
+    log, out = make_sft
+    assert (out / "checkpoint-12" / "training_args.bin").is_file() and (out / "training_args.bin").is_file()
+    assert secret_leaks(log, out) == []

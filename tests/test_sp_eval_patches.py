@@ -6,9 +6,13 @@ import inspect
 
 import pytest
 
-from longctx.training.patches import PATCHES
+from longctx.training.patches import OVERRIDES, PATCHES
 
-SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("longctx.training.sp_eval:")]
+EVAL_METHODS = ("get_eval_dataloader", "compute_loss", "evaluation_loop")
+SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("longctx.training.sp_eval:")] + [
+    o for o in OVERRIDES if o.overridden_by.rsplit(".", 1)[-1] in EVAL_METHODS
+]
+PREPARE_DEEPSPEED = "accelerate.accelerator.Accelerator._prepare_deepspeed"
 
 
 def resolve(path: str):
@@ -24,11 +28,19 @@ def resolve(path: str):
     return obj
 
 
-@pytest.mark.parametrize("patch", SP_EVAL, ids=lambda p: p.target.rsplit(".", 2)[-2] + "." + p.target.rsplit(".")[-1])
-def test_upstream_source_is_the_one_the_patch_was_written_against(patch):
-    source = inspect.getsource(resolve(patch.target))
-    assert hashlib.sha256(source.encode()).hexdigest() == patch.source_sha256, (
-        f"{patch.target} changed upstream: re-read it, check {patch.installed_by} still does what it says, "
+def upstream_path(entry) -> str:
+    return getattr(entry, "target", None) or entry.method
+
+
+def test_every_eval_method_is_registered():
+    assert len(SP_EVAL) == 1 + len(EVAL_METHODS)
+
+
+@pytest.mark.parametrize("entry", SP_EVAL, ids=lambda e: ".".join(upstream_path(e).rsplit(".", 2)[-2:]))
+def test_upstream_source_is_the_one_the_patch_was_written_against(entry):
+    source = inspect.getsource(resolve(upstream_path(entry)))
+    assert hashlib.sha256(source.encode()).hexdigest() == entry.source_sha256, (
+        f"{upstream_path(entry)} changed upstream: re-read it, check {entry} still does what it says, "
         "then record the new sha256"
     )
 
@@ -39,7 +51,8 @@ def test_the_upstream_switch_is_still_the_one_turned_back_on(monkeypatch):
 
     from longctx.training import sp_eval
 
-    assert 'kwagrs["disable_in_eval"] = True' in inspect.getsource(resolve(SP_EVAL[1].target))
+    assert PREPARE_DEEPSPEED in dict(SP_EVAL[0].relies_on)
+    assert 'kwagrs["disable_in_eval"] = True' in inspect.getsource(resolve(PREPARE_DEEPSPEED))
     seen = {}
     monkeypatch.setattr(
         UlyssesSPAttentionHF, "register_with_transformers", classmethod(lambda cls, **kw: seen.update(kw))

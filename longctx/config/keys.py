@@ -33,3 +33,23 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
         i = argv.index("--")
         return argv[:i], argv[i + 1 :]
     return list(argv), []
+
+
+def override_values(argv: list[str]) -> dict[str, str | list[str]]:
+    """Recipe overrides as strings, the way a recipe YAML would hold them: `--key value` and `--key=value` give a
+    string, `--key a b` a list, a bare `--flag` "true" and `--no_flag` "false" (TRL's parser types them later)."""
+    values, key = {}, None
+    for arg in argv:
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            key = None if eq else name
+            values[name] = value if eq else None
+        elif key is not None:
+            held = values[key]
+            values[key] = arg if held is None else [*([held] if isinstance(held, str) else held), arg]
+    for name in [n for n, v in values.items() if v is None]:
+        bare = name.removeprefix("no_") if name.startswith("no_") else name
+        values[bare] = "false" if bare != name else "true"
+        if bare != name:
+            del values[name]
+    return values

@@ -13,8 +13,26 @@ RECIPES_DIR = REPO_ROOT / "recipes"
 ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 
 
+# The short name of every catalog recipe (`make sft RECIPE=llama8b-256k`): `<family><size>-<length>`, plus the
+# kind when it is not full SFT. The one table of them; recipes/README.md lists it and tests/test_recipe_names.py
+# requires a short name for every recipe under recipes/. A new recipe adds its row here.
+SHORT_NAMES = {
+    "tiny-2k": "tiny-llama/sft-2k-cpu-sp2",
+    "llama8b-32k": "llama3.1-8b/sft-32k-1gpu-offload",
+    "llama8b-128k": "llama3.1-8b/sft-128k-sp4",
+    "llama8b-256k": "llama3.1-8b/sft-256k-sp8",
+    "llama8b-lora-256k": "llama3.1-8b/lora-256k-sp8",
+    "llama8b-1m": "llama3.1-8b/sft-1m-4x8-sp8-dp4",
+    "llama70b-128k": "llama3.1-70b/sft-128k-2x8-sp8-dp2",
+    "qwen8b-128k": "qwen3-8b/sft-128k-sp4",
+    "qwen32b-256k": "qwen3-32b/sft-256k-2x8-sp8-dp2",
+}
+
+
 def resolve_recipe(name_or_path: str) -> Path:
-    """`tiny-llama/sft-2k-cpu-sp2`, `recipes/tiny-llama/sft-2k-cpu-sp2.yaml` and an absolute path: one recipe."""
+    """`llama8b-256k`, `llama3.1-8b/sft-256k-sp8`, `recipes/llama3.1-8b/sft-256k-sp8.yaml` and an absolute path:
+    one recipe. The path may not exist (`unknown_recipe_message` says so, with the nearest names)."""
+    name_or_path = SHORT_NAMES.get(name_or_path, name_or_path)
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         return path
@@ -22,13 +40,19 @@ def resolve_recipe(name_or_path: str) -> Path:
 
 
 def recipe_names() -> list[str]:
-    """Every shipped recipe as `make sft RECIPE=...` spells it (`<model>/<recipe>`)."""
+    """Every shipped recipe as `make sft RECIPE=...` spells it in full (`<model>/<recipe>`)."""
     return sorted(str(p.relative_to(RECIPES_DIR).with_suffix("")) for p in RECIPES_DIR.rglob("*.yaml"))
 
 
 def unknown_recipe_message(name: str) -> str:
-    """The one wording of "no such recipe", with the list to choose from."""
-    return f"no recipe file {resolve_recipe(name)}; use one of: {', '.join(recipe_names())}"
+    """The one wording of "no such recipe": the nearest names when there are plausible ones, else the short names."""
+    import difflib
+
+    known = [*SHORT_NAMES, *recipe_names()]
+    typed = name.removeprefix("recipes/").removesuffix(".yaml")
+    close = difflib.get_close_matches(typed, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"use one of: {', '.join(SHORT_NAMES)}"
+    return f"no recipe {name!r} (no file {display_path(resolve_recipe(name))}); {hint} (recipes/README.md lists them)"
 
 
 def repo_path(value: str | Path) -> Path:

@@ -91,15 +91,12 @@ SET_FOR_CPU = {
 }
 
 
-def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
-    out, notes = dict(raw), []
-    for key, (value, why) in SET_FOR_CPU.items():
-        if raw.get(key, value) != value:
-            notes.append(f"{key}: {raw.get(key)!r} -> {value!r} ({why})")
-        out[key] = value
-    sized = {
+def sized(work: Path) -> dict:
+    """The keys the rehearsal sets to its own size and folders, whatever the recipe says."""
+    return {
         "model_name_or_path": str(work / "model"),
         "model_init": "random",
+        "model_config_source": None,
         "dataset_name": str(work / "data"),
         "dataset_train_split": "train",
         "dataset_config": None,
@@ -113,13 +110,25 @@ def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
         "accelerate_config": str(work / "accelerate.yaml"),
         "report_to": "none",
     }
+
+
+# Recipe overrides the rehearsal refuses: it sets these itself (a CPU cannot run the real value, or the value
+# is the miniature's size or folder), so an override would change nothing or break the rehearsal.
+SET_BY_REHEARSAL = frozenset(SET_FOR_CPU) | frozenset(sized(Path("."))) | {"pad_to_multiple_of"}
+
+
+def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
+    out, notes = dict(raw), []
+    for key, (value, why) in SET_FOR_CPU.items():
+        if raw.get(key, value) != value:
+            notes.append(f"{key}: {raw.get(key)!r} -> {value!r} ({why})")
+        out[key] = value
     if raw.get("attn_implementation") in ("sdpa", None) and raw.get("prepare_data") == "packed":
         notes.append(
             "attention: sdpa as the recipe sets it; on CPU packed rows take the per-document path "
             "(torch's varlen FlashAttention kernel, which a GPU run uses, is CUDA only)"
         )
-    out.pop("model_config_source", None)
-    out.update(sized)
+    out.update(sized(work))
     if sp > 1:  # gloo needs one shape on every rank (longctx.config.recipe's rule for sp>1 on CPU)
         out["pad_to_multiple_of"] = LENGTH
     notes.append(
@@ -129,11 +138,16 @@ def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
     return {k: v for k, v in out.items() if v is not None}, notes
 
 
-def derive(recipe_path: Path, work: Path) -> Derived:
-    """The rehearsal's three files, as dicts, with every change from the real recipe listed."""
+def raw_recipe(recipe_path: Path, overrides: dict | None = None) -> dict:
+    """The recipe's YAML with the command line's overrides on top (as strings: TRL's parser types them)."""
+    return {**load_yaml_mapping(recipe_path), **(overrides or {})}
+
+
+def derive(recipe_path: Path, work: Path, overrides: dict | None = None) -> Derived:
+    """The rehearsal's three files, as dicts, with every change from the real recipe (and its overrides) listed."""
     from longctx.config.topology import read_topology
 
-    raw = load_yaml_mapping(recipe_path)
+    raw = raw_recipe(recipe_path, overrides)
     accel_path = repo_path(raw["accelerate_config"])
     accel = load_yaml_mapping(accel_path)
     topo = read_topology(accel_path)

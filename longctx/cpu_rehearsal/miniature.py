@@ -1,9 +1,7 @@
 """The recipe's model in miniature: its architecture scaled down, and a tokenizer that behaves like its own.
 
-The architecture keeps what changes which code runs: the model class (`model_type`), the ratio of query to
-KV heads (and KV heads divisible by the rehearsal's sp, as the real recipe's are by its sp), the rope type
-and scaling (the recipe's `model_config_overrides` still apply on top), the layer types, tied embeddings
-and the MLP's shape ratio. Only sizes shrink: 2 layers, hidden 64, head_dim 8.
+The architecture is longctx/miniature.py's, shared with the leak probe: what changes which code runs is kept
+(the recipe's `model_config_overrides` still apply on top); only sizes shrink.
 
 The tokenizer is the recipe's own when it is on disk (a local folder or the Hugging Face cache). Otherwise a
 byte-level BPE trained on the sample data stands in, with the model family's special tokens as single tokens,
@@ -12,12 +10,12 @@ will on the real tokenizer.
 """
 
 import json
-import os
 from pathlib import Path
 
+from longctx.config.architectures import hf_cache_file
 from longctx.config.paths import repo_path
+from longctx.miniature import LAYERS, miniature_config
 
-LAYERS, HIDDEN, HEAD_DIM = 2, 64, 8
 # Special tokens as the models' tokenizer_config.json publish them (typed here: the tokenizers are not on disk).
 FAMILY_TOKENS = {
     "llama": {
@@ -42,48 +40,12 @@ def family(config: dict) -> str:
     return kind
 
 
-def scaled_heads(config: dict, sp: int) -> tuple[int, int]:
-    """(query heads, KV heads) with the model's ratio; KV heads a multiple of sp when the real ones are of the
-    real sp (no KV replication), else 1 KV head (replicated, as a small-KV model is for real)."""
-    heads = int(config["num_attention_heads"])
-    kv = int(config.get("num_key_value_heads") or heads)
-    ratio = heads // kv
-    kv_mini = sp if kv % sp == 0 else 1
-    return ratio * kv_mini, kv_mini
-
-
-def miniature_config(config: dict, sp: int, vocab_size: int, token_ids: dict) -> dict:
-    """The snapshot's config.json with sizes scaled down and the stand-in tokenizer's ids."""
-    mini = dict(config)
-    heads, kv = scaled_heads(config, sp)
-    real_head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
-    mini.update(
-        num_hidden_layers=LAYERS,
-        hidden_size=HIDDEN,
-        num_attention_heads=heads,
-        num_key_value_heads=kv,
-        head_dim=HEAD_DIM,
-        intermediate_size=round(HIDDEN * config["intermediate_size"] / config["hidden_size"]),
-        vocab_size=vocab_size,
-        **token_ids,
-    )
-    if real_head_dim * int(config["num_attention_heads"]) != config["hidden_size"]:
-        mini["hidden_size"] = round(
-            heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"])
-        )
-    if isinstance(config.get("layer_types"), list):
-        mini["layer_types"] = config["layer_types"][:LAYERS]
-    if "max_window_layers" in config:
-        mini["max_window_layers"] = min(int(config["max_window_layers"]), LAYERS)
-    return mini
-
-
 def tokenizer_on_disk(name: str) -> Path | None:
     """The recipe's own tokenizer folder when one is on this machine (never downloaded)."""
-    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache/huggingface"))
-    hub = Path(os.environ.get("HF_HUB_CACHE") or home / "hub") / f"models--{name.replace('/', '--')}" / "snapshots"
-    candidates = [repo_path(name), *(sorted(hub.iterdir())[::-1] if hub.is_dir() else [])]
-    return next((c for c in candidates if (c / "tokenizer.json").is_file()), None)
+    if (repo_path(name) / "tokenizer.json").is_file():
+        return repo_path(name)
+    cached = hf_cache_file(name, "tokenizer.json")
+    return cached.parent if cached else None
 
 
 def stand_in_tokenizer(kind: str, corpus: list[str], chat_template: str | None):

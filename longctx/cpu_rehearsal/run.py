@@ -1,9 +1,9 @@
 """The rehearsal's steps, each through the command a GPU run uses: preflight, data_prep, `accelerate launch`.
 
-preflight  `python -m longctx.preflight <rehearsal recipe> --this-machine`, as `make sft` runs it
-prepare    `python -m data_prep --recipe <rehearsal recipe>`: the recipe's format, policy, mode, alignment
-train      `accelerate launch --config_file <rehearsal accelerate YAML> recipes/sft.py --config ...`,
-           checkpoint at step SAVE_AT, final model at step STEPS
+preflight  `python -m longctx validate <rehearsal recipe> --this-machine`, as `make sft` runs it
+prepare    `python -m longctx data <rehearsal recipe>`: the recipe's format, policy, mode, alignment
+train      `accelerate launch --config_file <rehearsal accelerate YAML> recipes/sft.py --config ...` (built by
+           longctx/launch/, the mesh read back from the run), checkpoint at step SAVE_AT, final model at step STEPS
 resume     the same launch with --resume_from_checkpoint <checkpoint>: step STEPS must repeat its loss
 load       the final model (or LoRA adapter) back with from_pretrained, and its tokenizer
 sp=1       the same miniature on one process: its first-step loss must equal the rehearsal's
@@ -11,8 +11,6 @@ sp=1       the same miniature on one process: its first-step loss must equal the
 
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ import yaml
 
 from longctx.config.paths import REPO_ROOT
 from longctx.cpu_rehearsal.derive import SAVE_AT, STEPS, Derived
+from longctx.launch.accelerate_launch import accelerate_argv, free_port, read_mesh, run
 
 LOSS_RTOL = 1e-4  # fp32; SP reorders sums (measured agreement in tests/test_sp_parity.py: ~1e-7 relative)
 
@@ -29,26 +28,17 @@ class StepFailed(RuntimeError):
     """A rehearsal step failed; the message says which and shows the tail of its output."""
 
 
-def env() -> dict:
-    extra = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    return {**os.environ, **extra}
-
-
 def command(name: str, argv: list[str], timeout: int = 900) -> str:
+    """Run one step offline from the repository root; its stdout, or StepFailed with the output's tail."""
     start = time.monotonic()
-    proc = subprocess.run(argv, cwd=REPO_ROOT, env=env(), capture_output=True, text=True, timeout=timeout, check=False)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = run(argv, offline=True, capture=True, timeout=timeout, env=env)
     took = time.monotonic() - start
     if proc.returncode != 0:
         tail = (proc.stdout[-2500:] + "\n" + proc.stderr[-4000:]).strip()
         raise StepFailed(f"{name} failed (exit {proc.returncode}, {took:.0f}s): {' '.join(argv[:8])} ...\n{tail}")
     print(f"[rehearsal] {name}: ok ({took:.0f}s)", flush=True)
     return proc.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_files(derived: Derived, work: Path, name: str = "") -> Path:
@@ -63,12 +53,11 @@ def write_files(derived: Derived, work: Path, name: str = "") -> Path:
 
 
 def launch(name: str, derived: Derived, recipe: Path, *extra: str) -> str:
-    accel = derived.recipe["accelerate_config"]
-    argv = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accel]
-    argv += ["--main_process_port", str(free_port()), "recipes/sft.py", "--config", str(recipe), *extra]
-    out = command(name, argv)
-    if f"x sp={derived.sp};" not in out:
-        raise StepFailed(f"{name}: the run did not report sp={derived.sp}:\n{out[-2000:]}")
+    target = ["recipes/sft.py", "--config", str(recipe), *extra]
+    out = command(name, accelerate_argv(derived.recipe["accelerate_config"], target, port=free_port()))
+    mesh = read_mesh(out)
+    if mesh is None or (mesh.sp, mesh.world) != (derived.sp, derived.sp * derived.dp):
+        raise StepFailed(f"{name}: the run reported {mesh}, not sp={derived.sp} x dp={derived.dp}:\n{out[-2000:]}")
     return out
 
 
@@ -138,7 +127,7 @@ def _load_and_score(out: Path, recipe: dict) -> tuple[str, float]:
 
 def compare_sp1(derived: Derived, sp1: Derived, work: Path, first: dict[int, float]) -> None:
     recipe = write_files(sp1, work, "-sp1")
-    command("prepare (sp=1)", [sys.executable, "-m", "data_prep", "--recipe", str(recipe)])
+    command("prepare (sp=1)", [sys.executable, "-m", "longctx", "data", str(recipe)])
     launch("train (sp=1)", sp1, recipe, "--max_steps", "1", "--save_strategy", "no")
     base = losses(Path(sp1.recipe["output_dir"]))[1]
     if not close(first[1], base):
@@ -148,8 +137,8 @@ def compare_sp1(derived: Derived, sp1: Derived, work: Path, first: dict[int, flo
 
 def rehearse(derived: Derived, sp1: Derived | None, work: Path) -> None:
     recipe = write_files(derived, work)
-    command("preflight", [sys.executable, "-m", "longctx.preflight", str(recipe), "--this-machine"])
-    command("prepare", [sys.executable, "-m", "data_prep", "--recipe", str(recipe)])
+    command("preflight", [sys.executable, "-m", "longctx", "validate", str(recipe), "--this-machine"])
+    command("prepare", [sys.executable, "-m", "longctx", "data", str(recipe)])
     first = train_and_resume(derived, recipe)
     load_back(derived)
     if sp1 is None:

@@ -1,7 +1,8 @@
-"""`python -m longctx.evaluation RECIPE ...`: see longctx/evaluation/cli.py."""
+"""`python -m longctx.evaluation RECIPE ...`: kept for scripts; the same as `python -m longctx eval`."""
 
 import sys
 
-from longctx.evaluation.cli import main
+from longctx.cli import main
 
-sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":
+    sys.exit(main(["eval", *sys.argv[1:]]))

@@ -1,7 +1,7 @@
-"""`python -m longctx.evaluation RECIPE [--checkpoint DIR] [...] [-- RECIPE_OVERRIDES]`: the retrieval eval.
+"""`python -m longctx eval RECIPE [--checkpoint DIR] [...] [-- RECIPE_OVERRIDES]`: the retrieval eval.
 
-Resolves the recipe's accelerate YAML and relaunches itself on the recipe's mesh with `accelerate launch`
-(longctx/evaluation/worker.py runs on every rank), then prints the table and writes, under --out,
+Runs preflight for this machine, then launches itself on the recipe's mesh with `accelerate launch` (built by
+longctx/launch/; longctx/evaluation/worker.py runs on every rank), then prints the table and writes, under --out,
 `results.json` (every cell), `heatmap.png` (length x depth accuracy per task) and `table.txt`.
 `--compare BASE_DIR` (the --out of an earlier run, e.g. of the base model) adds it side by side.
 `--dry-run` checks the recipe with preflight at its intended topology and prints the launch line and grid.
@@ -10,9 +10,6 @@ Resolves the recipe's accelerate YAML and relaunches itself on the recipe's mesh
 import argparse
 import math
 import os
-import shlex
-import subprocess
-import sys
 
 from longctx.training.retrieval.tasks import TASKS
 
@@ -21,7 +18,7 @@ MIN_LENGTH = 256  # the longest task (four-value needles plus question) needs ~2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m longctx.evaluation", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m longctx eval", description=__doc__.splitlines()[0])
     p.add_argument("recipe", help="a recipe name under recipes/ (tiny-llama/sft-2k-cpu-sp2) or a path")
     p.add_argument("--checkpoint", help="model folder to score (default: the recipe's starting model)")
     p.add_argument("--out", help="output folder (default outputs/eval/<recipe>[-<checkpoint name>])")
@@ -92,8 +89,8 @@ def worker_argv(args) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from longctx.config.paths import REPO_ROOT
     from longctx.config.recipe import RecipeError, exit_on_recipe_error
+    from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port, run
 
     args, overrides = parse_args(argv)
     try:
@@ -103,24 +100,25 @@ def main(argv: list[str]) -> int:
     if args.checkpoint and not os.path.isdir(args.checkpoint):
         print(f"error: --checkpoint {args.checkpoint}: no such folder (the output_dir of a `make sft` run)")
         return 2
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        topo.path,
-        "-m",
-        "longctx.evaluation.worker",
-    ]
-    cmd += [*worker_argv(args), *(["--", *overrides] if overrides else [])]
     cells = len(args.tasks) * len(args.lengths) * len(args.depths)
     print(f"[eval] {cells} cells x {args.samples} samples: lengths {args.lengths}, depths {args.depths}")
-    print("[launch]", shlex.join(["accelerate", "launch", *cmd[3:]]), flush=True)
     if args.dry_run:
         from longctx.evaluation.cost import cost_line, grid_cost
         from longctx.preflight.cli import main as preflight
 
+        announce(accelerate_argv(topo.path, worker_target(args, overrides)))
         per_length = len(args.tasks) * len(args.depths) * args.samples
         print(cost_line(grid_cost(args.recipe_path, overrides, args.lengths, per_length)))
         return preflight([args.recipe_path, "--intended", "--", *overrides])
-    return subprocess.run(cmd, cwd=REPO_ROOT, check=False).returncode
+    from longctx.launch.prepare import preflight_here
+
+    if preflight_here(args.recipe_path, overrides) is None:  # this machine can run the recipe's mesh, or stop here
+        return 1
+    cmd = accelerate_argv(topo.path, worker_target(args, overrides), port=free_port())
+    announce(cmd)
+    return run(cmd, offline=False).returncode
+
+
+def worker_target(args, overrides: list[str]) -> list[str]:
+    """The module every rank runs, with the grid and the recipe overrides."""
+    return ["-m", "longctx.evaluation.worker", *worker_argv(args), *(["--", *overrides] if overrides else [])]

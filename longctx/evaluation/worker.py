@@ -1,10 +1,10 @@
-"""The retrieval eval on every rank of the recipe's mesh (started by `python -m longctx.evaluation`).
+"""The retrieval eval on every rank of the recipe's mesh (started by `python -m longctx eval`).
 
 The model is prepared by accelerate exactly as for training (DeepSpeed with the recipe's ZeRO config, Ulysses
 attention registered for the recipe's sp, kept on in eval by longctx/training/sp_eval.py). Every rank builds the same
 examples; each SP group takes every dp-th one, and each rank of the group runs its shard of the sequence
-(position_ids are the global positions). Only the positions that predict an answer token go through the LM
-head, so no [sequence, vocab] logits are ever built: a 256K-token example costs a training step's forward.
+(position_ids are the global positions), scored by `shard_sums` (longctx/training/retrieval/scoring.py), the
+same function the in-training slice uses.
 """
 
 import os
@@ -15,7 +15,9 @@ import torch
 
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.evaluation.cost import measured_cost
-from longctx.training.retrieval.scoring import answer_sums, shard, shift_labels, verdict
+from longctx.training.credentials import redact_argv
+from longctx.training.mesh import check_launched_mesh, sp_coordinates
+from longctx.training.retrieval.scoring import shard_sums, unwrap, verdict
 from longctx.training.retrieval.tasks import grid
 from longctx.training.shutdown import exit_cleanly
 
@@ -36,11 +38,11 @@ def load_model(recipe, sft, model_args, checkpoint: str | None):
 
 
 def prepare(model, sft):
-    """The model as accelerate prepares it for this mesh; returns (model, accelerator, sp size, sp rank)."""
+    """The model as accelerate prepares it for this mesh; returns (model, accelerator)."""
     from accelerate import Accelerator
     from torch.utils.data import DataLoader
 
-    from longctx.training.sp_eval import keep_sp_in_eval, sp_enabled
+    from longctx.training.sp_eval import keep_sp_in_eval
 
     keep_sp_in_eval()  # before accelerate registers Ulysses attention
     acc = Accelerator(mixed_precision="bf16" if sft.bf16 else "no")
@@ -48,11 +50,7 @@ def prepare(model, sft):
     # A one-row loader fills DeepSpeed's `auto` micro-batch size (1, like training); it is not used.
     model.eval()
     model, _ = acc.prepare(model, DataLoader([0], batch_size=1))
-    if not sp_enabled(acc):
-        return model, acc, 1, 0
-    from deepspeed.utils import groups
-
-    return model, acc, groups._get_sequence_parallel_world_size(), groups._get_sequence_parallel_rank()
+    return model, acc
 
 
 def drop_optimizer_sections(acc) -> None:
@@ -66,29 +64,6 @@ def drop_optimizer_sections(acc) -> None:
     if plugin is not None:
         for section in ("optimizer", "scheduler"):
             plugin.deepspeed_config.pop(section, None)
-
-
-def unwrap(model):
-    """The causal LM inside whatever wrapper accelerate put around it (a DeepSpeed engine's `module`)."""
-    return getattr(model, "module", model)
-
-
-def lm_parts(model):
-    """(decoder, lm_head) of a causal LM, inside whatever wrapper accelerate put around it."""
-    inner = unwrap(model)
-    return inner.get_decoder(), inner.get_output_embeddings()
-
-
-@torch.no_grad()
-def shard_sums(model, example, sp: int, sp_rank: int, device) -> torch.Tensor:
-    """This rank's [answer tokens, right, log-prob sum] for its shard of one example (see retrieval/scoring.py)."""
-    decoder, head = lm_parts(model)
-    ids = torch.tensor([shard(example.input_ids, sp_rank, sp)], device=device)
-    pos = torch.tensor([shard(list(range(example.length)), sp_rank, sp)], device=device)
-    targets = torch.tensor(shard(shift_labels(example.labels()), sp_rank, sp), device=device)
-    hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state[0]
-    keep = targets != -100
-    return answer_sums(head(hidden[keep]), targets[keep])
 
 
 def score(model, example, sp: int, sp_rank: int, device) -> dict:
@@ -117,8 +92,8 @@ def timed_score(model, example, sp: int, sp_rank: int, device) -> dict:
 def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
     """Score the grid; on global rank 0 returns (every example's verdict, the model's config), None elsewhere."""
     model, tok = load_model(recipe, sft, model_args, args.checkpoint)
-    model, acc, sp, sp_rank = prepare(model, sft)
-    dp, dp_rank = acc.num_processes // sp, acc.process_index // sp  # SP groups are consecutive ranks
+    model, acc = prepare(model, sft)
+    sp, sp_rank, dp, dp_rank = sp_coordinates(acc)
     examples = grid(tok, args.tasks, args.lengths, args.depths, args.samples, args.seed)
     mine = []
     for i, ex in enumerate(examples):
@@ -140,22 +115,11 @@ def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
 
 def check_launch(recipe) -> None:
     """Refuse a mesh other than the recipe's (an eval at sp=1 would not be the recipe's memory or numbers)."""
-    topo = recipe_topology(recipe)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    use_pc = os.environ.get("ACCELERATE_USE_PARALLELISM_CONFIG", "false").lower() == "true"
-    sp = int(os.environ.get("PARALLELISM_CONFIG_SP_SIZE", "1")) if use_pc else 1
-    if (world, sp) != (topo.world_size, topo.sp_size):
-        raise RecipeError(
-            recipe.config_source,
-            [
-                (
-                    f"launched with world size {world} and sp={sp}, but {topo.path} asks for world size "
-                    f"{topo.world_size} and sp={topo.sp_size}; "
-                    f"run `python -m longctx.evaluation {recipe.config_source}` "
-                    "(or `make eval`), which launches with the recipe's accelerate YAML"
-                )
-            ],
-        )
+    relaunch = (
+        f"run `python -m longctx eval {recipe.config_source}` (or `make eval`), "
+        "which launches with the recipe's accelerate YAML"
+    )
+    check_launched_mesh(recipe_topology(recipe), recipe.config_source, relaunch)
 
 
 def main(argv: list[str]) -> int:
@@ -173,7 +137,8 @@ def main(argv: list[str]) -> int:
         results, model_config = done
         topo = recipe_topology(recipe)
         meta = {"recipe": args.recipe, "checkpoint": args.checkpoint, "sp": topo.sp_size}
-        meta.update(world_size=topo.world_size, overrides=overrides)  # e.g. `--model_init random`: say so
+        # what the run changed is on record (e.g. `--model_init random`), never a secret: results files get shared
+        meta.update(world_size=topo.world_size, overrides=redact_argv(overrides))
         meta["measured"] = measured_cost(results, model_config, topo.sp_size)
         write_outputs(args.out, results, meta, args.compare)
     exit_cleanly(0)  # barrier first: no rank tears down gloo while rank 0 still writes

@@ -1,8 +1,8 @@
-"""`python -m longctx.leak_probe RECIPE [--sp N] ...`: prove packed documents stay isolated (exit 1 on a leak)."""
+"""`python -m longctx.leak_probe RECIPE ...`: kept for scripts; the same as `python -m longctx probe`."""
 
 import sys
 
-from longctx.leak_probe.cli import main
+from longctx.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(["probe", *sys.argv[1:]]))

@@ -1,10 +1,10 @@
 """Prove that packed documents stay isolated on a recipe's attention path, at a given sp size.
 
 Usage:
-    python -m longctx.leak_probe RECIPE [--sp N] [--device auto|cpu|cuda] [--no-isolation] [--compare-stock]
-        [--parity] [--json FILE]
-    make probe RECIPE=tiny-llama/sft-2k-cpu-sp2 PROBE_FLAGS="--sp 2"
-    make probe RECIPE=llama3.1-8b/sft-256k-sp8          on a GPU node: sp=8, NCCL, one GPU per rank
+    python -m longctx probe RECIPE [--sp N] [--device auto|cpu|cuda] [--no-isolation] [--compare-stock]
+        [--parity] [--json FILE] [-- --attn_implementation sdpa]
+    make probe RECIPE=tiny-llama/sft-2k-cpu-sp2 FLAGS="--sp 2"
+    make probe RECIPE=llama8b-256k          on a GPU node: sp=8, NCCL, one GPU per rank
 
 Builds the recipe's architecture at tiny size (same query/KV heads, rope and layer types, random
 weights), packs documents of uneven lengths into rows with restarting position_ids, perturbs each
@@ -17,22 +17,27 @@ of the real run. Exit 0: isolated; 1: a leak (each leaking document is named); 2
 
 `--no-isolation` probes stock sdpa (expected to leak at sp>1); `--compare-stock` runs both in one
 launch; `--parity` also checks packed loss and gradients against sp=1 and against the documents one by one.
+Recipe overrides after `--` may change what the probe builds (PROBE_KEYS: the model, its architecture source,
+the attention implementation, the mesh); any other key changes nothing the probe runs and is refused.
 """
 
 import argparse
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from longctx.config.paths import REPO_ROOT, resolve_recipe
+from longctx.config.keys import override_values, split_argv
+from longctx.config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
+from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port
+from longctx.launch.accelerate_launch import run as run_launch
+
+# What the probe reads from a recipe: the model, where its architecture comes from, the attention and the mesh
+PROBE_KEYS = frozenset({"model_name_or_path", "model_config_source", "attn_implementation", "accelerate_config"})
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m longctx.leak_probe", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m longctx probe", description=__doc__.split("\n")[0])
     parser.add_argument("recipe", help="a recipe name under recipes/ or a path")
     parser.add_argument("--sp", type=int, help="sequence-parallel size; default 1 on CPU, the recipe's on GPUs")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: cuda when visible")
@@ -40,35 +45,39 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--compare-stock", action="store_true", help="also probe stock sdpa in the same launch")
     parser.add_argument("--parity", action="store_true", help="also check packed loss and gradients")
     parser.add_argument("--json", help="write the full report here")
-    return parser.parse_args(argv)
+    own, overrides = split_argv(argv)
+    args = parser.parse_args(own)
+    args.overrides = override_values(overrides)
+    ignored = sorted(set(args.overrides) - PROBE_KEYS)
+    if ignored:
+        parser.error(
+            f"recipe override(s) {', '.join('--' + k for k in ignored)} change nothing the probe runs (it reads "
+            f"{', '.join(sorted(PROBE_KEYS))}); drop them from ARGS"
+        )
+    args.override_argv = overrides
+    return args
 
 
-def free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
-def launch_command(args: argparse.Namespace, report_path: Path, port: str) -> list[str]:
+def launch_command(args: argparse.Namespace, report_path: Path, port: int) -> list[str]:
     """`accelerate launch` of the worker: cpu-sp{N}.yaml over gloo, or N GPUs (one per rank) over NCCL."""
     flags = [f for f, on in (("--no-isolation", args.no_isolation), ("--compare-stock", args.compare_stock)) if on]
     flags += ["--parity"] if args.parity else []
-    cmd = [sys.executable, "-m", "accelerate.commands.launch"]
+    config_file, launch_flags = f"accelerate_configs/cpu-sp{args.sp}.yaml", []
     if args.device == "cuda":
-        cmd += ["--multi_gpu", "--num_processes", str(args.sp), "--num_machines", "1"]
-        cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+        config_file = None
+        launch_flags = ["--multi_gpu", "--num_processes", str(args.sp), "--num_machines", "1"]
+        launch_flags += ["--mixed_precision", "no", "--dynamo_backend", "no"]
         flags += ["--device", "cuda"]
-    else:
-        cmd += ["--config_file", f"accelerate_configs/cpu-sp{args.sp}.yaml"]
-    worker = ["longctx/leak_probe/worker.py", args.recipe, "--json", str(report_path)]
-    return [*cmd, "--main_process_port", port, *worker, *flags]
+    worker = ["longctx/leak_probe/worker.py", args.recipe, "--json", str(report_path), *flags]
+    overrides = ["--", *args.override_argv] if args.override_argv else []
+    return accelerate_argv(config_file, [*worker, *overrides], launch_flags, port)
 
 
 def launch(args: argparse.Namespace, report_path: Path):
     """Run the worker on `args.sp` processes under accelerate; returns the completed process."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
     cmd = launch_command(args, report_path, free_port())
-    return subprocess.run(cmd, cwd=REPO_ROOT, env=env, check=False, capture_output=True, text=True)
+    announce(cmd)
+    return run_launch(cmd, offline=True, capture=True)
 
 
 def run_probe(args: argparse.Namespace) -> dict:
@@ -77,7 +86,8 @@ def run_probe(args: argparse.Namespace) -> dict:
         from longctx.leak_probe.worker import run
 
         device = "cuda" if args.device == "cuda" else "cpu"
-        return run(args.recipe, 1, 0, not args.no_isolation, args.compare_stock, args.parity, device=device)
+        isolation = not args.no_isolation
+        return run(args.recipe, 1, 0, isolation, args.compare_stock, args.parity, device, args.overrides)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "report.json"
         proc = launch(args, path)
@@ -112,7 +122,7 @@ def resolve_device(args: argparse.Namespace) -> str | None:
     if args.device == "auto":
         args.device = "cuda" if _cuda() else "cpu"
     if args.sp is None:
-        args.sp = recipe_sp(args.recipe) if args.device == "cuda" else 1
+        args.sp = recipe_sp(args.recipe, args.overrides) if args.device == "cuda" else 1
     if args.device == "cuda":
         import torch
 
@@ -125,19 +135,19 @@ def resolve_device(args: argparse.Namespace) -> str | None:
     return None
 
 
-def recipe_sp(recipe: str) -> int:
+def recipe_sp(recipe: str, overrides: dict | None = None) -> int:
     """The sp of the recipe's own accelerate YAML (1 when it names none)."""
     from longctx.config.paths import repo_path
     from longctx.config.topology import load_yaml_mapping, read_topology
 
-    value = load_yaml_mapping(resolve_recipe(recipe)).get("accelerate_config")
+    value = {**load_yaml_mapping(resolve_recipe(recipe)), **(overrides or {})}.get("accelerate_config")
     return read_topology(repo_path(value)).sp_size if value else 1
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if not resolve_recipe(args.recipe).is_file():
-        print(f"error: no recipe {args.recipe!r} (looked for {resolve_recipe(args.recipe)})", file=sys.stderr)
+        print(f"error: {unknown_recipe_message(args.recipe)}", file=sys.stderr)
         return 2
     problem = resolve_device(args)
     if problem:
@@ -146,7 +156,7 @@ def main(argv: list[str]) -> int:
     from longctx.leak_probe.model import recipe_model
     from longctx.training.isolation import IsolationError
 
-    if recipe_model(args.recipe)[1].startswith("flash") and args.device != "cuda":
+    if recipe_model(args.recipe, args.overrides)[1].startswith("flash") and args.device != "cuda":
         print(f"error: {args.recipe} uses flash attention, which needs a CUDA GPU; probe it on one", file=sys.stderr)
         return 2
     try:

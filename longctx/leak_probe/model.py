@@ -1,57 +1,41 @@
 """The recipe's architecture at tiny size, for the isolation probe: same attention layout, random weights.
 
-What decides whether documents leak is the attention path, not the model's width: the probe keeps the
-recipe's query and KV head counts (so Ulysses splits and replicates heads exactly as in the real run),
-its rope settings and layer types, and shrinks everything else so a forward pass takes milliseconds.
+What decides whether documents leak is the attention path, not the model's width: the probe builds the
+recipe's model with longctx/miniature.py (the rehearsal's builder: query/KV head ratio, how Ulysses splits or
+replicates the KV heads at the probe's sp, rope settings and layer types kept), so a forward pass takes
+milliseconds.
 """
-
-from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from longctx.config.paths import ARCHITECTURES_DIR as ARCHITECTURES
-from longctx.config.paths import REPO_ROOT, resolve_recipe
+from longctx.config.architectures import find_model_config
+from longctx.config.paths import ARCHITECTURES_DIR, resolve_recipe
 from longctx.config.topology import load_yaml_mapping
+from longctx.miniature import miniature_config
 
-HEAD_DIM, LAYERS, VOCAB, FFN = 8, 2, 256, 64
-
-
-def recipe_model(recipe: str) -> tuple[str, str]:
-    """(model_name_or_path, attn_implementation) of a recipe name or path."""
-    data = load_yaml_mapping(resolve_recipe(recipe))
-    return data["model_name_or_path"], data.get("attn_implementation") or "sdpa"
+VOCAB = 256
 
 
-def load_architecture(model_name_or_path: str):
-    """The config from a local folder, else from the offline snapshot in recipes/assets/architectures/."""
-    for candidate in (Path(model_name_or_path), REPO_ROOT / model_name_or_path, ARCHITECTURES / model_name_or_path):
-        if (candidate / "config.json").is_file():
-            return AutoConfig.from_pretrained(candidate)
-    raise FileNotFoundError(
-        f"no config.json for {model_name_or_path!r} locally or under {ARCHITECTURES}; add a snapshot there"
-    )
+def recipe_model(recipe: str, overrides: dict | None = None) -> tuple[str, str, str | None]:
+    """(model_name_or_path, attn_implementation, model_config_source) of a recipe, with its overrides."""
+    data = {**load_yaml_mapping(resolve_recipe(recipe)), **(overrides or {})}
+    return data["model_name_or_path"], data.get("attn_implementation") or "sdpa", data.get("model_config_source")
 
 
-def tiny_config(config):
-    """A copy with the same heads, KV heads, rope and layer pattern, and tiny widths."""
-    data = config.to_dict()
-    heads = data["num_attention_heads"]
-    data.update(
-        hidden_size=heads * HEAD_DIM,
-        head_dim=HEAD_DIM,
-        num_hidden_layers=LAYERS,
-        intermediate_size=FFN,
-        vocab_size=VOCAB,
-        tie_word_embeddings=False,
-        use_cache=False,  # training runs without a KV cache (with one, transformers skips its packed-mask path)
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
-    if data.get("layer_types"):
-        data["layer_types"] = data["layer_types"][:LAYERS]
-    return type(config).from_dict(data)
+def load_architecture(model_name_or_path: str, config_source: str | None = None):
+    """The model's config, from disk only (longctx/config/architectures.py's lookup)."""
+    path = find_model_config(model_name_or_path, config_source)
+    if path is None:
+        raise FileNotFoundError(
+            f"no config.json for {model_name_or_path!r} locally or under {ARCHITECTURES_DIR}; add a snapshot there"
+        )
+    return AutoConfig.from_pretrained(path.parent)
+
+
+def tiny_config(config, sp: int):
+    """The shared miniature of the config for a probe at `sp`, as a config object of the model's class."""
+    return type(config).from_dict(miniature_config(config.to_dict(), sp, VOCAB))
 
 
 def build_probe_model(config, attn_implementation: str, seed: int, device: str = "cpu"):

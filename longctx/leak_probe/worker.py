@@ -1,6 +1,6 @@
 """One rank of the isolation probe: forward packed rows through the recipe's attention under Ulysses SP.
 
-Run by `python -m longctx.leak_probe` (in-process at sp=1, under `accelerate launch` at sp>1). At sp>1 the
+Run by `python -m longctx probe` (in-process at sp=1, under `accelerate launch` at sp>1). At sp>1 the
 attention goes through DeepSpeed's real `UlyssesSPAttentionHF`, registered the way accelerate registers
 it, and each rank holds one sequence shard, as DeepSpeed's SP dataloader adapter would give it.
 
@@ -13,10 +13,12 @@ Checks, each a list of failures (empty = pass):
 import argparse
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
 
+from longctx.config.keys import override_values, split_argv
 from longctx.leak_probe.data import IGNORE, LAYOUTS, packed_batch, perturbed, shift_labels, spans
 from longctx.leak_probe.model import VOCAB, build_probe_model, load_architecture, recipe_model, tiny_config
 from longctx.training.isolation import install_document_isolation, set_isolation_enabled
@@ -133,10 +135,12 @@ def register_ulysses(model, attn: str, sp: int, batch_size: int) -> None:
     )
 
 
-def run(recipe: str, sp: int, rank: int, isolation: bool, compare_stock: bool, parity: bool, device="cpu") -> dict:
+def run(
+    recipe: str, sp: int, rank: int, isolation: bool, compare_stock: bool, parity: bool, device="cpu", overrides=None
+) -> dict:
     """Every requested check on this rank; the report is the same on all ranks."""
-    name, attn = recipe_model(recipe)
-    config = tiny_config(load_architecture(name))
+    name, attn, config_source = recipe_model(recipe, overrides)
+    config = tiny_config(load_architecture(name, config_source), sp)
     if device == "cuda" or attn.startswith("flash"):  # one GPU per rank
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     model = build_probe_model(config, attn, seed=0, device=device)
@@ -177,7 +181,8 @@ def main() -> None:
     parser.add_argument("--compare-stock", action="store_true")
     parser.add_argument("--parity", action="store_true")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    args = parser.parse_args()
+    own, overrides = split_argv(sys.argv[1:])  # recipe overrides after `--`, as the probe's command line got them
+    args = parser.parse_args(own)
     sp, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     import deepspeed
 
@@ -185,7 +190,10 @@ def main() -> None:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # before NCCL binds this rank to a device
     # DeepSpeed's SP groups live on deepspeed.comm: NCCL between GPUs, gloo between CPU processes
     deepspeed.init_distributed(dist_backend="nccl" if args.device == "cuda" else "gloo")
-    report = run(args.recipe, sp, rank, not args.no_isolation, args.compare_stock, args.parity, args.device)
+    isolation = not args.no_isolation
+    report = run(
+        args.recipe, sp, rank, isolation, args.compare_stock, args.parity, args.device, override_values(overrides)
+    )
     if rank == 0:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

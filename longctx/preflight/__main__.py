@@ -1,8 +1,9 @@
-"""`python -m longctx.preflight ...`: validate or plan a launch (longctx/preflight/cli.py)."""
+"""`python -m longctx.preflight [plan] RECIPE ...`: kept for scripts; the same as `python -m longctx validate|plan`."""
 
 import sys
 
-from longctx.preflight.cli import main
+from longctx.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    argv = sys.argv[1:]
+    sys.exit(main(["plan", *argv[1:]] if argv[:1] == ["plan"] else ["validate", *argv]))

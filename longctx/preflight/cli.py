@@ -1,10 +1,10 @@
 """Command line of preflight: validate a launch (default), `plan` it, or validate every shipped recipe.
 
-    python -m longctx.preflight RECIPE [--accelerate-config P] [--num-gpus N] [--num-nodes M]
+    python -m longctx validate RECIPE [--accelerate-config P] [--num-gpus N] [--num-nodes M]
         [--gpu-memory-gb G] [--json]
-    python -m longctx.preflight plan RECIPE [same flags]
-    python -m longctx.preflight --all [--intended]  every recipe under recipes/ (its own topology with --intended)
-    python -m longctx.preflight RECIPE -- --max_length 65536   recipe overrides, as `make sft ARGS=..` passes them
+    python -m longctx plan RECIPE [same flags]
+    python -m longctx validate --all [--intended]  every recipe under recipes/ (its own topology with --intended)
+    python -m longctx validate RECIPE -- --max_length 65536   recipe overrides, as `make validate ARGS=..` passes them
 
 Exit 0 when the launch is sound (warnings alone are fine), 1 when any error was found, 2 for unusable
 arguments (an unknown flag, a recipe that does not exist).
@@ -38,7 +38,7 @@ def positive_float(text: str) -> float:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m longctx.preflight", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m longctx validate", description=__doc__.split("\n")[0])
     parser.add_argument("recipe", nargs="?", help="a recipe name under recipes/ or a path")
     parser.add_argument("--accelerate-config", help="check against this accelerate YAML instead of the recipe's")
     parser.add_argument("--num-gpus", type=positive, help="GPUs per machine (default: the visible ones)")

@@ -1,16 +1,13 @@
 """The model facts the checks and the memory plan need, resolved offline from the model's `config.json`.
 
-Looked up, in order: a local folder (`model_name_or_path` is a path), the Hugging Face cache, and the
-architecture snapshot shipped under recipes/assets/architectures/<org>/<name>/. Nothing is ever downloaded:
-preflight must answer before any network or GPU work, and with no network at all.
+Looked up by longctx/config/architectures.py (the recipe's `model_config_source`, a local folder, the Hugging Face
+cache, the shipped snapshot), never downloaded: preflight must answer before any network or GPU work.
 """
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
-from longctx.config.paths import ARCHITECTURES_DIR as ARCHITECTURES
+from longctx.config.architectures import find_model_config
 from longctx.config.paths import REPO_ROOT
 
 ROPE_KEYS = ("rope_parameters", "rope_scaling")
@@ -37,25 +34,6 @@ class ModelFacts:
         return int(self.config.get("num_key_value_heads") or self.num_heads)
 
 
-def _hf_cache_config(name: str) -> Path | None:
-    hub = os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache/huggingface")) / "hub"
-    snapshots = Path(hub) / f"models--{name.replace('/', '--')}" / "snapshots"
-    found = sorted(snapshots.glob("*/config.json")) if snapshots.is_dir() else []
-    return found[-1] if found else None
-
-
-def find_model_config(name: str) -> Path | None:
-    """The config.json for a model name or path, from disk only; None when no offline copy exists."""
-    for folder in (Path(name), REPO_ROOT / name):
-        if (folder / "config.json").is_file():
-            return folder / "config.json"
-    cached = _hf_cache_config(name)
-    if cached:
-        return cached
-    shipped = ARCHITECTURES / name / "config.json"
-    return shipped if shipped.is_file() else None
-
-
 def rope_override(model_init_kwargs: dict | None, overrides: dict | None) -> tuple[dict | None, str | None]:
     """The rope dict a recipe sets, and the key that sets it (model_config_overrides wins, as it is applied last)."""
     for where, mapping in (("model_config_overrides", overrides), ("model_init_kwargs", model_init_kwargs)):
@@ -65,9 +43,11 @@ def rope_override(model_init_kwargs: dict | None, overrides: dict | None) -> tup
     return None, None
 
 
-def recipe_facts(model_name: str, model_init_kwargs: dict | None, overrides: dict | None) -> ModelFacts | None:
+def recipe_facts(
+    model_name: str, model_init_kwargs: dict | None, overrides: dict | None, config_source: str | None = None
+) -> ModelFacts | None:
     """Resolve the model config offline and merge the recipe's config overrides; None when not found."""
-    path = find_model_config(model_name)
+    path = find_model_config(model_name, config_source)
     if path is None:
         return None
     config = json.loads(path.read_text())

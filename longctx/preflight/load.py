@@ -136,7 +136,8 @@ def load_model_facts(launch: Launch) -> None:
     if launch.model is None or not launch.model.model_name_or_path:
         return
     # The catalog's `model_config_source` names where the architecture comes from, when it is set.
-    name = getattr(launch.recipe, "model_config_source", None) or launch.model.model_name_or_path
+    source = getattr(launch.recipe, "model_config_source", None)
+    name = launch.model.model_name_or_path
     kwargs, overrides = launch.raw.get("model_init_kwargs"), launch.raw.get("model_config_overrides")
     if isinstance(overrides, str):  # the command-line form is a JSON string
         try:
@@ -147,9 +148,8 @@ def load_model_facts(launch: Launch) -> None:
             overrides = None
     if not isinstance(name, str):
         return
-    launch.facts = recipe_facts(
-        name, kwargs if isinstance(kwargs, dict) else None, overrides if isinstance(overrides, dict) else None
-    )
+    kwargs, overrides = (v if isinstance(v, dict) else None for v in (kwargs, overrides))
+    launch.facts = recipe_facts(name, kwargs, overrides, source)
     if launch.facts is None and isinstance(name, str):
         fix = (
             f"add its config.json to recipes/assets/architectures/{name}/ (copy it from the Hub), "

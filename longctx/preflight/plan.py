@@ -1,4 +1,4 @@
-"""`python -m longctx.preflight plan RECIPE`: the resolved mesh, tokens per rank and step, and the memory table.
+"""`python -m longctx plan RECIPE`: the resolved mesh, tokens per rank and step, and the memory table.
 
 Needs no GPU: the memory plan is analytic (longctx/memory_plan/estimate.py), and the largest max_length is solved
 from it for the GPU given by --gpu-memory-gb (or the visible one; 80 GB when neither is known).

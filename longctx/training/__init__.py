@@ -1,5 +1,6 @@
-"""Training-time pieces that `recipes/sft.py` imports: the prepared-data collator, document isolation
-for sdpa under sequence parallelism, the ALST memory features, metrics and SP-safe resume.
-
-Each module has one job and is switched on by a recipe key, so `sft.py` stays a short, linear story.
+"""What `recipes/sft.py` runs: `LongContextSFTTrainer` (trainer.py, TRL's SFTTrainer with the SP fixes as
+method overrides), the process-wide fixes (process_patches.py), and the mechanisms they call, one module each:
+the prepared-data collator, document isolation for sdpa under SP, the ALST memory features, metrics, SP-safe
+resume, eval under SP, the mesh checks and the in-training retrieval slice. Imports `longctx.config` only,
+never a tool, so it copies out with it (tests/test_runtime_imports.py, tests/test_copy_out.py).
 """

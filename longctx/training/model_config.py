@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from longctx.config.paths import REPO_ROOT
+from longctx.config.recipe import RecipeError
 from longctx.config.rules.model_config import overrides_of
 from longctx.training.sinks import enable_sinks_and_windows
 
@@ -51,3 +52,27 @@ def build_random_model(recipe, model_args, seed: int, trust_remote_code: bool = 
     return AutoModelForCausalLM.from_config(
         config, dtype=dtype, attn_implementation=model_args.attn_implementation, trust_remote_code=trust_remote_code
     )
+
+
+def build_model(recipe, model_args, training_args):
+    """What the entrypoint hands SFTTrainer as `model`: an instance for `model_init: random`; otherwise the
+    path, which SFTTrainer loads itself with `model_init_kwargs` (set here from the model arguments, plus the
+    recipe's config overrides when it changes the architecture, e.g. its rope scaling)."""
+    try:
+        if recipe.model_init == "random":
+            return build_random_model(recipe, model_args, training_args.seed, training_args.trust_remote_code)
+        training_args.model_init_kwargs = {
+            "revision": model_args.model_revision,
+            "trust_remote_code": training_args.trust_remote_code,
+            "attn_implementation": model_args.attn_implementation,
+            "dtype": model_args.dtype,
+            **(training_args.model_init_kwargs or {}),
+        }
+        if recipe.model_config_overrides:
+            # refuses keys the config lacks, before any weight download
+            build_config(recipe, model_args, training_args.trust_remote_code)
+            # as from_pretrained kwargs (they replace config keys), so the training arguments stay JSON
+            training_args.model_init_kwargs.update(overrides_of(recipe))
+    except (ValueError, TypeError) as exc:
+        raise RecipeError(recipe.config_source, [str(exc)]) from None
+    return model_args.model_name_or_path

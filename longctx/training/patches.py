@@ -1,6 +1,11 @@
 """Every replacement of upstream code this repository makes, in one list, with the version it was written against.
 
-Each entry names the upstream object replaced (a function, method, class or registry entry), where this
+`PATCHES` are replacements: upstream objects swapped where no method override can reach them (registries,
+module-level names, per-instance forwards). `OVERRIDES` are the trainer's method overrides
+(longctx/training/trainer.py): they replace nothing, but call the upstream method and rely on what it does, so
+they carry the same fingerprints.
+
+Each patch names the upstream object replaced (a function, method, class or registry entry), where this
 repository replaces it, why, and the pinned version it was written against. Each also records the sha256 of
 the upstream source the patch relies on: the replaced object itself and, in `relies_on`, the upstream code
 that calls it or whose behaviour the replacement assumes (for example the Trainer method that calls
@@ -8,10 +13,11 @@ that calls it or whose behaviour the replacement assumes (for example the Traine
 interpreter and recomputes the fingerprints, so an upgrade that changes that code fails loudly instead of
 silently changing training. The test also scans the code for patch sites (an attribute assigned a function,
 `__class__` swaps, `mock.patch`, `AttentionInterface.register`) and requires each to be listed here and to
-carry a `# registered in longctx/training/patches.py` comment, so a reader of either side finds the other.
+carry a `# registered in longctx/training/patches.py` comment, so a reader of either side finds the other,
+and requires every method the trainer overrides to be listed in `OVERRIDES`.
 
-After an intended upgrade, re-read each patch against the new upstream code, then print the new fingerprints
-with `python -m longctx.training.patches --print` and update the entries.
+After an intended upgrade, re-read each patch and override against the new upstream code, then print the new
+fingerprints with `python -m longctx.training.patches --print` and update the entries.
 """
 
 import argparse
@@ -40,7 +46,7 @@ class Patch:
 PATCHES: tuple[Patch, ...] = (
     Patch(
         target="transformers.trainer.skip_first_batches",
-        installed_by="longctx.training.resume:enable_resume",
+        installed_by="longctx.training.resume:install_sp_aware_skip",
         why="accelerate's skip_first_batches needs `.dataset` and crashes on DeepSpeed's SP dataloader adapter; "
         "Trainer._run_epoch calls the module-level name, so replacing it reroutes only adapters",
         written_against="transformers==5.23.0, accelerate==1.15.0",
@@ -51,29 +57,6 @@ PATCHES: tuple[Patch, ...] = (
                 "31aff00f34c302a241b458727e59ae4befab906c51632831b90f6dac4357b823",
             ),
         ),
-    ),
-    Patch(
-        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter",
-        installed_by="longctx.training.resume:_wrap_adapter_factory",
-        why="its instance's class is swapped for a subclass whose `set_epoch` is forwarded and restarts the "
-        "pass, and which skips resumed SP micro-steps after `set_epoch` (uses `iter`, `micro_batches`)",
-        written_against="deepspeed==0.19.8",
-        source_sha256="1a44b6968527160c2b6bcf43bf0c8f8bfaead68e03d00fcd2d6dec47bc55951d",
-    ),
-    Patch(
-        target="accelerate.accelerator.Accelerator.deepspeed_ulysses_dl_adapter",
-        installed_by="longctx.training.resume:_wrap_adapter_factory",
-        why="replaced on the trainer's accelerator instance so the adapter it builds gets the set_epoch subclass",
-        written_against="accelerate==1.15.0",
-        source_sha256="7a03bf63ad71b1b540e1d74e467220b9efc400b4400c2db9efcd98a36d3f4065",
-    ),
-    Patch(
-        target="accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
-        installed_by="longctx.training.resume:enable_resume",
-        why="the SP loader's `process_index` is relabelled (training/sp_data_order.py) so sp x dp trains on the "
-        "rows a dp-only run trains on at each step; relies on the shard being read at iteration time",
-        written_against="accelerate==1.15.0",
-        source_sha256="4e3931c05d9c5141334d91747ef99f2842238006ae56457ca9985f245bd4a3ed",
     ),
     Patch(
         target="torch.distributed.nn.functional._AlltoAll.forward",
@@ -89,13 +72,6 @@ PATCHES: tuple[Patch, ...] = (
         "deepspeed_sp_compute_loss`) by one weighted over all micro-batches and dp ranks of the step",
         written_against="transformers==5.23.0",
         source_sha256="b048a16f22e9e099bbcb0de31be81e321a4d88385d8e89c55d7a84b55c989fce",
-    ),
-    Patch(
-        target="transformers.trainer.Trainer.get_batch_samples",
-        installed_by="longctx.training.sp_loss:install_token_weighted_sp_loss",
-        why="wrapped per trainer instance to count the step's label tokens (`shift_labels`) on all ranks",
-        written_against="transformers==5.23.0",
-        source_sha256="0b3727386f73f67053b12b91e01c69673c8baf57e9a68769220a25515c468f94",
     ),
     Patch(
         target="transformers.integrations.sdpa_attention.sdpa_attention_forward",
@@ -180,36 +156,117 @@ PATCHES: tuple[Patch, ...] = (
         installed_by="longctx.training.sp_eval:keep_sp_in_eval",
         why="accelerate registers Ulysses attention with `disable_in_eval=True`; the wrapper forces False so eval "
         "attention stays sharded across the SP group at the trained length",
-        written_against="deepspeed==0.19.8",
+        written_against="deepspeed==0.19.8, accelerate==1.15.0",
         source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+        relies_on=(
+            # the upstream switch turned back on: passes `disable_in_eval=True` when the signature has it
+            (
+                "accelerate.accelerator.Accelerator._prepare_deepspeed",
+                "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+            ),
+        ),
     ),
-    Patch(
-        target="accelerate.accelerator.Accelerator._prepare_deepspeed",
-        installed_by="longctx.training.sp_eval:keep_sp_in_eval",
-        why="relied on, not replaced: the upstream switch (passes `disable_in_eval=True` when the signature has it)",
-        written_against="accelerate==1.15.0",
-        source_sha256="32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+)
+
+
+@dataclass(frozen=True)
+class Override:
+    method: str  # dotted path of the upstream method the trainer overrides (the one its `super()` calls)
+    overridden_by: str  # `module:Class.method` here
+    why: str
+    written_against: str
+    source_sha256: str  # sha256 of inspect.getsource(method) at that version
+    relies_on: tuple[tuple[str, str], ...] = ()  # (dotted path, sha256 of its source): upstream code it assumes
+
+
+TRAINER = "longctx.training.trainer:LongContextSFTTrainer"
+ULYSSES_ADAPTER = (
+    "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter",
+    "1a44b6968527160c2b6bcf43bf0c8f8bfaead68e03d00fcd2d6dec47bc55951d",
+)
+ULYSSES_ADAPTER_FACTORY = (
+    "accelerate.accelerator.Accelerator.deepspeed_ulysses_dl_adapter",
+    "7a03bf63ad71b1b540e1d74e467220b9efc400b4400c2db9efcd98a36d3f4065",
+)
+
+# The trainer's method overrides (longctx/training/trainer.py): no upstream object is replaced, but each
+# override calls the upstream method through `super()` and assumes what it does, so its source is fingerprinted
+# like a patch's. `tests/test_patches.py` requires every override of the class to be listed here.
+OVERRIDES: tuple[Override, ...] = (
+    Override(
+        method="trl.trainer.sft_trainer.SFTTrainer.__init__",
+        overridden_by=f"{TRAINER}.__init__",
+        why="the per-model fixes run after it: it has loaded the model and applied PEFT and Liger",
+        written_against="trl==1.16.0",
+        source_sha256="90b61e42b6900b05ae668cb2aeaee6c8ef35e62f78eacebb4ec2a7886bf33255",
     ),
-    Patch(
-        target="trl.trainer.sft_trainer.SFTTrainer.compute_loss",
-        installed_by="longctx.training.sp_eval:enable_sp_eval",
-        why="per instance: in eval under SP, the training loss path (label-token-weighted across the SP group) "
-        "instead of a per-shard loss; every call also adds to the token-weighted eval loss",
+    Override(
+        method="transformers.trainer.Trainer.train",
+        overridden_by=f"{TRAINER}.train",
+        why="sets DeepSpeed's universal checkpoint loading before it builds the engine",
+        written_against="transformers==5.23.0",
+        source_sha256="9a3c2bcd066d8f990115e3f396d938cc47154518c4758e3438444b3f57f2b1b0",
+    ),
+    Override(
+        method="transformers.trainer.Trainer.get_train_dataloader",
+        overridden_by=f"{TRAINER}.get_train_dataloader",
+        why="sp x dp: the prepared loader's shard is relabelled (training/sp_data_order.py) so each step trains "
+        "a dp-only run's rows; relies on accelerate's shard sampler reading `process_index` at iteration time",
+        written_against="transformers==5.23.0, accelerate==1.15.0",
+        source_sha256="205a99685f8facd98a273c284296c1dc5b6a598499afbfaefd5dc1d363425771",
+        relies_on=(
+            (
+                "accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
+                "4e3931c05d9c5141334d91747ef99f2842238006ae56457ca9985f245bd4a3ed",
+            ),
+        ),
+    ),
+    Override(
+        method="transformers.trainer.Trainer._prepare_for_training",
+        overridden_by=f"{TRAINER}._prepare_for_training",
+        why="the SP dataloader adapter it builds is rebuilt as ResumableSPAdapter (a subclass that forwards "
+        "`set_epoch` and skips resumed micro-steps; uses the adapter's `dl`, `iter`, `micro_batches`), which "
+        "`_run_epoch` then iterates",
+        written_against="transformers==5.23.0, accelerate==1.15.0, deepspeed==0.19.8",
+        source_sha256="f55950593d7e10c0034044f9f6d37943f6d034bab5d123ae9810cf35735f3c93",
+        relies_on=(
+            ULYSSES_ADAPTER,
+            ULYSSES_ADAPTER_FACTORY,
+            (
+                "transformers.trainer.Trainer._run_epoch",
+                "31aff00f34c302a241b458727e59ae4befab906c51632831b90f6dac4357b823",
+            ),
+        ),
+    ),
+    Override(
+        method="transformers.trainer.Trainer.get_batch_samples",
+        overridden_by=f"{TRAINER}.get_batch_samples",
+        why="also counts the step's label tokens (`shift_labels`) on all ranks for the token-weighted SP loss",
+        written_against="transformers==5.23.0",
+        source_sha256="0b3727386f73f67053b12b91e01c69673c8baf57e9a68769220a25515c468f94",
+    ),
+    # ---- evaluation under SP (longctx/training/sp_eval.py)
+    Override(
+        method="transformers.trainer.Trainer.get_eval_dataloader",
+        overridden_by=f"{TRAINER}.get_eval_dataloader",
+        why="eval rows split across ranks (label-free padding rows, not repeats) and, under SP, wrapped in "
+        "DeepSpeed's SP dataloader adapter like the train dataloader",
+        written_against="transformers==5.23.0, accelerate==1.15.0",
+        source_sha256="dd1c9287ad46f5ae6fdc17fa93304b41fc87e6b6d4f157d1415741cd9e44c77b",
+        relies_on=(ULYSSES_ADAPTER_FACTORY,),
+    ),
+    Override(
+        method="trl.trainer.sft_trainer.SFTTrainer.compute_loss",
+        overridden_by=f"{TRAINER}.compute_loss",
+        why="in eval under SP, the training loss path (label-token-weighted across the SP group) instead of a "
+        "per-shard loss; every eval call also adds to the token-weighted eval loss",
         written_against="trl==1.16.0",
         source_sha256="ca448211ff653fe621b45498c79bf4f94b26286146442c361f0a8c3592b3b4c1",
     ),
-    Patch(
-        target="transformers.trainer.Trainer.get_eval_dataloader",
-        installed_by="longctx.training.sp_eval:enable_sp_eval",
-        why="per instance: eval rows split across ranks (label-free padding rows, not repeats) and, under SP, "
-        "wrapped in DeepSpeed's SP dataloader adapter like the train dataloader",
-        written_against="transformers==5.23.0",
-        source_sha256="dd1c9287ad46f5ae6fdc17fa93304b41fc87e6b6d4f157d1415741cd9e44c77b",
-    ),
-    Patch(
-        target="transformers.trainer.Trainer.evaluation_loop",
-        installed_by="longctx.training.sp_eval:enable_sp_eval",
-        why="per instance: loss only (no logits gathered) and `eval_loss` replaced by the mean over every label token",
+    Override(
+        method="transformers.trainer.Trainer.evaluation_loop",
+        overridden_by=f"{TRAINER}.evaluation_loop",
+        why="loss only (no logits gathered) and `eval_loss` replaced by the mean over every label token",
         written_against="transformers==5.23.0",
         source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
     ),
@@ -239,29 +296,36 @@ def fingerprint(dotted: str) -> str:
     return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
 
 
-def recorded(patches=PATCHES) -> dict[str, str | None]:
-    """Every fingerprinted path with its recorded hash (targets and what they rely on)."""
+def _sources(entry: Patch | Override) -> tuple[str, dict[str, str | None]]:
+    """(where this repository acts, {fingerprinted upstream path: recorded sha256}) of one registry entry."""
+    if isinstance(entry, Override):
+        return f"override {entry.overridden_by}", {entry.method: entry.source_sha256, **dict(entry.relies_on)}
+    return f"patch installed by {entry.installed_by}", {entry.target: entry.source_sha256, **dict(entry.relies_on)}
+
+
+def recorded(entries=PATCHES + OVERRIDES) -> dict[str, str | None]:
+    """Every fingerprinted path with its recorded hash (targets, overridden methods and what they rely on)."""
     out: dict[str, str | None] = {}
-    for patch in patches:
-        out[patch.target] = patch.source_sha256
-        out.update(dict(patch.relies_on))
+    for entry in entries:
+        out.update(_sources(entry)[1])
     return out
 
 
-def mismatches(patches=PATCHES) -> list[str]:
+def mismatches(entries=PATCHES + OVERRIDES) -> list[str]:
     """One line per path whose upstream source is gone or differs from the recorded fingerprint."""
     lines = []
-    for patch in patches:
-        for path, sha in {patch.target: patch.source_sha256, **dict(patch.relies_on)}.items():
+    for entry in entries:
+        where, sources = _sources(entry)
+        for path, sha in sources.items():
             try:
                 now = fingerprint(path)
             except (ImportError, AttributeError, OSError, TypeError, ValueError) as exc:
-                lines.append(f"{path}: cannot fingerprint ({exc}); patch installed by {patch.installed_by}")
+                lines.append(f"{path}: cannot fingerprint ({exc}); {where}")
                 continue
             if sha is not None and now != sha:
                 lines.append(
                     f"{path}: upstream source changed (sha256 {now}, recorded {sha} for "
-                    f"{patch.written_against}); re-read {patch.installed_by} against it and update "
+                    f"{entry.written_against}); re-read the {where} against it and update "
                     "longctx/training/patches.py"
                 )
     return lines
@@ -277,7 +341,8 @@ def main(argv: list[str]) -> int:
     lines = mismatches()
     for line in lines:
         print(f"error: {line}", file=sys.stderr)
-    print(f"[patches] {len(PATCHES)} patches, {len(recorded())} upstream sources checked, {len(lines)} changed")
+    checked = f"{len(recorded())} upstream sources checked"
+    print(f"[patches] {len(PATCHES)} patches, {len(OVERRIDES)} overrides, {checked}, {len(lines)} changed")
     return 1 if lines else 0
 
 

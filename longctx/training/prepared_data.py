@@ -1,4 +1,5 @@
-"""Load the dataset `make data` prepared for a recipe, through the manifest data_prep wrote (no network)."""
+"""Load the dataset `make data` prepared for a recipe, through the manifest data_prep wrote (no network), or
+with `prepare_data: off` the recipe's dataset as `datasets` loads it (TRL then tokenizes it itself)."""
 
 from pathlib import Path
 
@@ -32,3 +33,17 @@ def load_prepared_eval(recipe, sft, model, topo):
     if not recipe.eval_holdout:
         return None
     return load_from_disk(str(prepared_dir(recipe, sft, model, topo, role="eval") / DATASET))
+
+
+def recipe_datasets(recipe, sft, model, topo, tokenizer):
+    """(train dataset, eval dataset or None, collator or None) for SFTTrainer, as the recipe's `prepare_data` says."""
+    if recipe.prepare_data != "off":  # rows `make data` tokenized, packed and padded to SP-safe lengths
+        train, collator = load_prepared(recipe, sft, model, topo, tokenizer)
+        sft.dataset_kwargs = {**(sft.dataset_kwargs or {}), "skip_prepare_dataset": True}
+        sft.remove_unused_columns = False
+        return train, load_prepared_eval(recipe, sft, model, topo), collator  # eval: held-out whole documents
+    from datasets import load_dataset
+
+    dataset = load_dataset(recipe.dataset_name, name=recipe.dataset_config, streaming=recipe.dataset_streaming)
+    evaluated = sft.eval_strategy != "no"
+    return dataset[recipe.dataset_train_split], dataset[recipe.dataset_test_split] if evaluated else None, None

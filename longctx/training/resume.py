@@ -11,9 +11,10 @@ would reshuffle as epoch 0. Here:
   the Trainer's `set_epoch` (every SP rank does the same collective, so the group stays in step);
 - `ResumableSPAdapter.set_epoch` forwards to the loader and starts a fresh pass, so epoch e > 0 is one
   full pass shuffled as epoch e, both in an uninterrupted run and in a resumed one (see the class);
-- `enable_resume(trainer)` makes the trainer's adapter forward `set_epoch`, routes `skip_first_batches`
-  to `skip_sp_steps` for adapters, and adds `TopologyRecorder`, which writes `topology.json` into every
-  checkpoint so a resume on another mesh is refused before launch (longctx/config/checkpoints.py).
+- the trainer (longctx/training/trainer.py) trains on `resumable(adapter)` and relabels its loader's shards for
+  sp x dp (`relabel_shards`), `install_sp_aware_skip` (process-wide) routes the Trainer's module-level
+  `skip_first_batches` to `skip_sp_steps` for adapters, and `TopologyRecorder` writes `topology.json` into
+  every checkpoint so a resume on another mesh is refused before launch (longctx/config/checkpoints.py).
 """
 
 import json
@@ -24,6 +25,7 @@ from accelerate.data_loader import skip_first_batches as accelerate_skip_first_b
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPDataLoaderAdapter
 from transformers import TrainerCallback
 
+from longctx.training.mesh import sp_size
 from longctx.training.sp_data_order import reorder_shards
 
 TOPOLOGY_FILE = "topology.json"
@@ -41,6 +43,13 @@ class ResumableSPAdapter(UlyssesSPDataLoaderAdapter):
     """
 
     skip_micro_steps = 0
+
+    @classmethod
+    def around(cls, adapter: UlyssesSPDataLoaderAdapter, skip_micro_steps: int = 0) -> "ResumableSPAdapter":
+        """A fresh adapter over the same loader and SP group as DeepSpeed's `adapter`."""
+        fresh = cls(adapter.dl, adapter.sp_rank, adapter.sp_group, adapter.sp_world_size, adapter.device)
+        fresh.skip_micro_steps = skip_micro_steps
+        return fresh
 
     def set_epoch(self, epoch: int) -> None:
         if hasattr(self.dl, "set_epoch"):
@@ -71,24 +80,26 @@ def sp_aware_skip_first_batches(dataloader, num_batches=0):
     return accelerate_skip_first_batches(dataloader, num_batches)
 
 
-def _wrap_adapter_factory(accelerator) -> None:
-    """Make the accelerator (this instance only) hand the Trainer a `ResumableSPAdapter` over a loader whose
-    shards are relabelled so sp x dp trains on the rows a dp-only run trains on (longctx/training/sp_data_order.py)."""
-    make_adapter = accelerator.deepspeed_ulysses_dl_adapter
+def install_sp_aware_skip() -> None:
+    """Route the Trainer's resume skip to `sp_aware_skip_first_batches` (process-wide).
 
-    def deepspeed_ulysses_dl_adapter(dl, model):
-        pc = accelerator.parallelism_config
-        sp_and_dp = pc is not None and 1 < pc.sp_size < accelerator.num_processes
-        if sp_and_dp and not reorder_shards(dl, accelerator.process_index, pc.sp_size, accelerator.num_processes):
-            accelerator.print("[mesh] no per-rank loader shard to relabel: sp x dp keeps DeepSpeed's data order")
-        adapter = make_adapter(dl, model)
-        if type(adapter) is UlyssesSPDataLoaderAdapter:
-            # registered in longctx/training/patches.py (adds a method only; the state is DeepSpeed's own)
-            adapter.__class__ = ResumableSPAdapter
-        return adapter
+    `Trainer._run_epoch` calls the module-level name `transformers.trainer.skip_first_batches` inside the epoch
+    (no method to override), and the replacement differs from accelerate's only for SP adapters.
+    """
+    hf_trainer.skip_first_batches = sp_aware_skip_first_batches  # registered in longctx/training/patches.py
 
-    # registered in longctx/training/patches.py
-    accelerator.deepspeed_ulysses_dl_adapter = deepspeed_ulysses_dl_adapter
+
+def resumable(loader):
+    """DeepSpeed's SP adapter as a `ResumableSPAdapter` over the same loader; any other loader unchanged."""
+    return ResumableSPAdapter.around(loader) if type(loader) is UlyssesSPDataLoaderAdapter else loader
+
+
+def relabel_shards(loader, accelerator) -> None:
+    """Under sp x dp, point the loader's shard at the rows a dp-only run trains on at each step
+    (longctx/training/sp_data_order.py); nothing changes at dp=1 or without SP."""
+    sp, world = sp_size(accelerator), accelerator.num_processes
+    if 1 < sp < world and not reorder_shards(loader, accelerator.process_index, sp, world):
+        accelerator.print("[mesh] no per-rank loader shard to relabel: sp x dp keeps DeepSpeed's data order")
 
 
 class TopologyRecorder(TrainerCallback):
@@ -113,25 +124,9 @@ def checkpoint_topology(accelerator, recipe: str | None, seed: int) -> dict:
     world = accelerator.num_processes
     return {
         "world_size": world,
-        "sp_size": pc.sp_size if pc is not None else 1,
+        "sp_size": sp_size(accelerator),
         "dp_replicate": pc.dp_replicate_size if pc is not None else world,
         "dp_shard": pc.dp_shard_size if pc is not None else 1,
         "recipe": recipe,
         "seed": seed,
     }
-
-
-def enable_resume(trainer, recipe: str | None = None, checkpoint: str | None = None) -> None:
-    """Switch on SP-safe resume and per-checkpoint topology records for this trainer.
-
-    A checkpoint converted by longctx/training/universal.py and resumed on another mesh loads as universal.
-    """
-    from longctx.training.universal import use_universal_if_needed
-
-    mesh = checkpoint_topology(trainer.accelerator, recipe, trainer.args.seed)
-    use_universal_if_needed(trainer.accelerator, checkpoint, mesh)
-    _wrap_adapter_factory(trainer.accelerator)
-    # transformers.trainer calls the module-level name; the replacement only differs for SP adapters.
-    # registered in longctx/training/patches.py
-    hf_trainer.skip_first_batches = sp_aware_skip_first_batches
-    trainer.add_callback(TopologyRecorder(trainer.accelerator, recipe))

@@ -4,14 +4,15 @@ Upstream, evaluation runs with SP off: accelerate registers DeepSpeed's `Ulysses
 `disable_in_eval=True` (each rank then attends over whatever sequence it holds), the Trainer wraps only
 the train dataloader in the SP adapter, and `Trainer.compute_loss` takes the SP loss path only when the
 model is training. An eval at the trained length then puts a whole sequence on every rank, which is out
-of memory exactly where long-context training needs it. This module turns the three back on, in one place
-(each replacement is listed in longctx/training/patches.py):
+of memory exactly where long-context training needs it. This module turns the three back on:
 
-- `keep_sp_in_eval` makes the registration keep SP attention in eval (`disable_in_eval=False`);
-- `enable_sp_eval(trainer)` gives the trainer an eval dataloader that shards rows across all ranks and,
-  under SP, through DeepSpeed's adapter (each sequence split across its SP group, as in training), and an
-  eval loss computed like the training loss (`deepspeed_sp_compute_loss`: per-rank losses weighted by
-  their label tokens across the SP group).
+- `keep_sp_in_eval` makes the registration keep SP attention in eval (`disable_in_eval=False`), process-wide
+  (registered in longctx/training/patches.py);
+- the trainer's `get_eval_dataloader` (longctx/training/trainer.py) calls `sp_eval_dataloader`: rows sharded
+  across all ranks and, under SP, through DeepSpeed's adapter (each sequence split across its SP group, as in
+  training); its `compute_loss` in eval calls `sp_eval_loss`, computed like the training loss
+  (`deepspeed_sp_compute_loss`: per-rank losses weighted by their label tokens across the SP group), and its
+  `evaluation_loop` reports the token mean (`report_token_mean`).
 
 The reported `eval_loss` is the mean over every label token of the eval set: sum(loss x tokens) over all
 batches and DP groups / total tokens. Upstream's eval_loss is a mean of per-batch means, which changes with
@@ -23,6 +24,8 @@ import math
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+from longctx.training.mesh import sp_enabled, sp_size
 
 _installed = {"done": False}
 
@@ -43,11 +46,6 @@ def keep_sp_in_eval() -> None:
     # registered in longctx/training/patches.py
     UlyssesSPAttentionHF.register_with_transformers = classmethod(register_with_transformers)
     _installed["done"] = True
-
-
-def sp_enabled(accelerator) -> bool:
-    pc = getattr(accelerator, "parallelism_config", None)
-    return pc is not None and pc.sp_backend == "deepspeed" and pc.sp_enabled
 
 
 class RankShare(Dataset):
@@ -102,47 +100,35 @@ def _sp_group_sum(value: torch.Tensor) -> int:
     return int(value.item())
 
 
-def enable_sp_eval(trainer) -> None:
-    """Give `trainer` SP-sharded eval batches and the token-weighted eval loss (no-op without an eval set)."""
-    if trainer.eval_dataset is None:
-        return
-    acc, sums = trainer.accelerator, TokenLoss()
-    upstream_loss, upstream_loop = trainer.compute_loss, trainer.evaluation_loop
+def sp_eval_dataloader(trainer, eval_dataset=None):
+    """This rank's share of the eval rows (`RankShare`), under SP through DeepSpeed's adapter like training rows."""
+    acc = trainer.accelerator
+    dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
+    if isinstance(dataset, str):  # one of several named eval sets, as upstream names them
+        dataset = trainer.eval_dataset[dataset]
+    share = RankShare(dataset, acc.process_index, acc.num_processes, trainer.args.eval_batch_size)
+    loader = DataLoader(share, batch_size=trainer.args.eval_batch_size, collate_fn=trainer.data_collator)
+    return acc.deepspeed_ulysses_dl_adapter(loader, trainer.model) if sp_enabled(acc) else loader
 
-    def get_eval_dataloader(eval_dataset=None):
-        dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
-        share = RankShare(dataset, acc.process_index, acc.num_processes, trainer.args.eval_batch_size)
-        loader = DataLoader(share, batch_size=trainer.args.eval_batch_size, collate_fn=trainer.data_collator)
-        return acc.deepspeed_ulysses_dl_adapter(loader, trainer.model) if sp_enabled(acc) else loader
 
-    def compute_loss(model, inputs, return_outputs=False, num_items_in_batch=None):
-        if trainer.model.training:
-            return upstream_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
-        if sp_enabled(acc):  # the training loss path: label-token-weighted across the SP group
-            from transformers.integrations.deepspeed import deepspeed_sp_compute_loss
+def sp_eval_loss(accelerator, model, inputs, sums: TokenLoss):
+    """(loss, outputs) of an eval batch under SP by the training loss path (label-token-weighted across the
+    SP group), added to `sums` with the group's label tokens."""
+    from transformers.integrations.deepspeed import deepspeed_sp_compute_loss
 
-            inputs = {**inputs, "use_cache": False, "fused_lm_head": True}
-            loss, outputs = deepspeed_sp_compute_loss(acc, model, inputs, True, acc.parallelism_config)
-            sums.add(loss, _sp_group_sum((inputs["shift_labels"] != -100).sum()))
-            return (loss, outputs) if return_outputs else loss
-        out = upstream_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
-        sums.add(out[0] if return_outputs else out, int((inputs["labels"][..., 1:] != -100).sum()))
-        return out
+    inputs = {**inputs, "use_cache": False, "fused_lm_head": True}
+    loss, outputs = deepspeed_sp_compute_loss(accelerator, model, inputs, True, accelerator.parallelism_config)
+    sums.add(loss, _sp_group_sum((inputs["shift_labels"] != -100).sum()))
+    return loss, outputs
 
-    def evaluation_loop(
-        dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
-    ):
-        sums.reset()
-        if trainer.compute_metrics is None:  # loss only: no [batch, seq, vocab] logits kept or gathered
-            prediction_loss_only = True
-        output = upstream_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
-        sp = acc.parallelism_config.sp_size if sp_enabled(acc) else 1
-        loss, tokens = sums.over_world(acc, sp)
-        output.metrics[f"{metric_key_prefix}_loss"] = loss
-        output.metrics[f"{metric_key_prefix}_label_tokens"] = tokens
-        return output
 
-    # registered in longctx/training/patches.py (all three)
-    trainer.get_eval_dataloader = get_eval_dataloader
-    trainer.compute_loss = compute_loss
-    trainer.evaluation_loop = evaluation_loop
+def label_tokens(inputs) -> int:
+    """The label tokens of a batch without SP (position i predicts label i + 1)."""
+    return int((inputs["labels"][..., 1:] != -100).sum())
+
+
+def report_token_mean(metrics: dict, prefix: str, sums: TokenLoss, accelerator) -> None:
+    """Replace `<prefix>_loss` (upstream: a mean of batch means) by the mean over every label token of the set."""
+    loss, tokens = sums.over_world(accelerator, sp_size(accelerator))
+    metrics[f"{prefix}_loss"] = loss
+    metrics[f"{prefix}_label_tokens"] = tokens

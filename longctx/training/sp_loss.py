@@ -8,11 +8,12 @@ So under SP a step's gradient is a mean of per-micro-batch, per-group means, whi
 default `average_tokens_across_devices`) it is the mean over all label tokens of the step. The two agree
 only when every micro-batch of every group carries the same number of label tokens.
 
-Here, per optimizer step, `get_batch_samples` also counts the label tokens of all its micro-batches on all
-ranks (each rank counts its own shard, so every token once), and the SP loss of a micro-batch is the SP
-group's summed token loss divided by that count, times the data-parallel size that DeepSpeed's gradient
-averaging divides by again. The Trainer is told the loss is already scaled for accumulation. With one
-micro-batch and one group this is exactly the upstream formula. Registered in longctx/training/patches.py.
+Here, per optimizer step, the trainer's `get_batch_samples` (longctx/training/trainer.py) also counts the label
+tokens of all its micro-batches on all ranks (each rank counts its own shard, so every token once), and the SP
+loss of a micro-batch is the SP group's summed token loss divided by that count, times the data-parallel size
+that DeepSpeed's gradient averaging divides by again. The Trainer is told the loss is already scaled for
+accumulation. With one micro-batch and one group this is exactly the upstream formula. The module-level
+replacement is registered in longctx/training/patches.py; the counting is a method override of the trainer.
 """
 
 import torch
@@ -24,7 +25,7 @@ from longctx.training.router_aux import STEP_MICRO_BATCHES, forward_with_exact_r
 
 # From its defining module: `transformers.trainer`'s name may already be someone else's replacement.
 UPSTREAM_SP_LOSS = hf_deepspeed.deepspeed_sp_compute_loss
-STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the counting wrapper
+STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the trainer's get_batch_samples
 
 
 def token_weighted_sp_compute_loss(accelerator, model, inputs, return_outputs, pc):
@@ -56,21 +57,21 @@ def count_step_label_tokens(trainer, batch_samples) -> None:
     setattr(trainer.accelerator, STEP_MICRO_BATCHES, len(batch_samples))  # the router aux loss is per micro-batch
 
 
-def install_token_weighted_sp_loss(trainer) -> bool:
-    """Switch this trainer's SP loss to step-level token weighting (no-op without DeepSpeed SP)."""
-    pc = trainer.accelerator.parallelism_config
-    if pc is None or pc.sp_backend != "deepspeed" or pc.sp_size <= 1:
+def install_token_weighted_sp_loss(sp_size: int) -> bool:
+    """Route the Trainer's SP loss through step-level token weighting (process-wide; no-op without SP).
+
+    `Trainer.compute_loss` calls the module-level name `transformers.trainer.deepspeed_sp_compute_loss` (TRL's
+    `compute_loss` reaches it through `super()`), so no method override can reach it: the name is replaced.
+    """
+    if sp_size <= 1:
         return False
     if hf_trainer.deepspeed_sp_compute_loss not in (UPSTREAM_SP_LOSS, token_weighted_sp_compute_loss):
         return False  # replaced by someone else (the parity gate's deliberately broken loss): leave it alone
-    get_batch_samples = trainer.get_batch_samples
-
-    def counting_get_batch_samples(epoch_iterator, num_batches, device):
-        batch_samples, num_items_in_batch = get_batch_samples(epoch_iterator, num_batches, device)
-        count_step_label_tokens(trainer, batch_samples)
-        return batch_samples, num_items_in_batch
-
-    trainer.get_batch_samples = counting_get_batch_samples  # registered in longctx/training/patches.py
-    trainer.loss_is_scaled_for_ga = True  # the Trainer must not divide by the accumulation steps again
     hf_trainer.deepspeed_sp_compute_loss = token_weighted_sp_compute_loss  # registered in longctx/training/patches.py
     return True
+
+
+def weights_by_step(sp_size: int) -> bool:
+    """Whether a trainer at this sp computes the token-weighted SP loss, so its `get_batch_samples` must count
+    the step's label tokens and the Trainer must not divide the loss by the accumulation steps again."""
+    return sp_size > 1 and hf_trainer.deepspeed_sp_compute_loss is token_weighted_sp_compute_loss

@@ -9,7 +9,7 @@ which any world size can load with `checkpoint.load_universal`. Usage, once, on 
 
 This writes `global_step300_universal/` and `latest_universal` next to the original files (which stay
 usable on the old mesh). Resuming that checkpoint on another mesh then switches DeepSpeed to universal
-loading by itself (`use_universal_if_needed`, called from `enable_resume`).
+loading by itself (`use_universal_if_needed`, called by the trainer's `train`, longctx/training/trainer.py).
 """
 
 import argparse

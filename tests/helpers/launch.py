@@ -2,37 +2,21 @@
 
 import json
 import os
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from longctx.launch.accelerate_launch import accelerate_argv, free_port
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def accelerate_launch(
     accelerate_config: str, script: str, args: list[str], timeout: int = 600, env: dict | None = None
 ):
     """`accelerate launch --config_file X script args` from the repository root, on a free port."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        accelerate_config,
-        "--main_process_port",
-        str(free_port()),
-        script,
-        *args,
-    ]
+    cmd = accelerate_argv(accelerate_config, [script, *args], port=free_port())
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     return subprocess.run(cmd, cwd=REPO, env=env, check=False, capture_output=True, text=True, timeout=timeout)
 
@@ -68,9 +52,9 @@ def accelerate_launch_machines(
     with tempfile.TemporaryDirectory() as logs:
         procs = []
         for machine in range(num_machines):
-            cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accelerate_config]
-            cmd += ["--num_machines", str(num_machines), "--machine_rank", str(machine)]
-            cmd += ["--main_process_ip", "127.0.0.1", "--main_process_port", port, script, *args]
+            node = ["--num_machines", str(num_machines), "--machine_rank", str(machine)]
+            node += ["--main_process_ip", "127.0.0.1", "--main_process_port", port]
+            cmd = accelerate_argv(accelerate_config, [script, *args], node)
             # closed below, once the machine has exited
             out, err = (open(Path(logs) / f"{machine}.{kind}", "w+") for kind in ("out", "err"))  # noqa: SIM115
             procs.append((subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=err, text=True), out, err))

@@ -4,7 +4,7 @@ Packing is only correct if no token attends to another document. This module is 
 says when that is guaranteed, so preflight and the entrypoint cannot disagree:
 
 - sdpa: yes, through longctx/training/isolation.py (registered as `sdpa`; splits at position_ids restarts),
-  at any sp size and micro batch size; `python -m longctx.leak_probe RECIPE --sp N` proves it.
+  at any sp size and micro batch size; `python -m longctx probe RECIPE --sp N` proves it.
 - flash_attention_2/3: yes, through transformers' varlen path, which reads document starts from
   position_ids, but only for a micro batch of one row (transformers checks packing only at batch 1).
 - eager (unsupported under SP), flex_attention (the SP wrapper rebuilds a plain causal BlockMask) and

@@ -10,8 +10,8 @@ retrieval improves, not only whether the loss falls.
 import torch
 from transformers import TrainerCallback
 
-from longctx.evaluation.worker import shard_sums
-from longctx.training.retrieval.scoring import cells, verdict
+from longctx.training.mesh import sp_coordinates
+from longctx.training.retrieval.scoring import cells, shard_sums, verdict
 from longctx.training.retrieval.tasks import grid
 
 SLICE_TASKS, SLICE_DEPTHS = ("passkey", "multikey"), (0.0, 0.5, 1.0)
@@ -27,11 +27,8 @@ class RetrievalCallback(TrainerCallback):
             self.trainer.log(self.measure())
 
     def measure(self) -> dict:
-        from longctx.training.sp_eval import sp_enabled
-
         acc, model = self.trainer.accelerator, self.trainer.model_wrapped
-        sp = acc.parallelism_config.sp_size if sp_enabled(acc) else 1
-        sp_rank, dp, dp_rank = acc.process_index % sp, acc.num_processes // sp, acc.process_index // sp
+        sp, sp_rank, dp, dp_rank = sp_coordinates(acc)
         # one row of sums per example: each rank adds its shard's part, so the world-wide sum is every example's total
         sums = torch.zeros(len(self.examples), 3, dtype=torch.float64, device=acc.device)
         model.eval()

@@ -4,7 +4,8 @@ The model reads the whole example, answer included (teacher forcing). The answer
 token is the model's argmax at the position before it, and its mean log-probability says how close the model
 came. Under SP each rank holds one contiguous shard of the sequence and scores only the answer tokens its
 shard predicts; the three sums (answer tokens, tokens right, log-prob sum) are added over the SP group, so an
-answer split across shards scores exactly as on one rank.
+answer split across shards scores exactly as on one rank. `shard_sums` runs the model on one rank's shard; the
+in-training slice (callback.py) and `make eval`'s worker both call it, so the two score the same way.
 """
 
 from collections import defaultdict
@@ -59,3 +60,30 @@ def cells(results: list[dict]) -> list[dict]:
             }
         )
     return out
+
+
+def unwrap(model):
+    """The causal LM inside whatever wrapper accelerate put around it (a DeepSpeed engine's `module`)."""
+    return getattr(model, "module", model)
+
+
+def lm_parts(model):
+    """(decoder, lm_head) of a causal LM, inside whatever wrapper accelerate put around it."""
+    inner = unwrap(model)
+    return inner.get_decoder(), inner.get_output_embeddings()
+
+
+@torch.no_grad()
+def shard_sums(model, example, sp: int, sp_rank: int, device) -> torch.Tensor:
+    """This rank's [answer tokens, right, log-prob sum] for its shard of one example.
+
+    Only the positions that predict an answer token go through the LM head, so no [sequence, vocab] logits
+    are ever built: a 256K-token example costs a training step's forward.
+    """
+    decoder, head = lm_parts(model)
+    ids = torch.tensor([shard(example.input_ids, sp_rank, sp)], device=device)
+    pos = torch.tensor([shard(list(range(example.length)), sp_rank, sp)], device=device)
+    targets = torch.tensor(shard(shift_labels(example.labels()), sp_rank, sp), device=device)
+    hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state[0]
+    keep = targets != -100
+    return answer_sums(head(hidden[keep]), targets[keep])

@@ -1,0 +1,93 @@
+"""`python -m longctx SUBCOMMAND RECIPE [tool flags] [-- recipe overrides]`: the one command line of the repository.
+
+    python -m longctx sft llama8b-256k -- --max_steps 20      preflight, data, then the launch (make sft)
+    python -m longctx data tiny-2k --force                     tokenize, pack and pad the recipe's data (make data)
+    python -m longctx validate llama8b-256k --num-gpus 8       every problem of a launch, before any GPU work
+    python -m longctx plan llama8b-256k --gpu-memory-gb 80     the mesh, tokens per rank and memory per rank
+    python -m longctx probe tiny-2k --sp 2                     prove packed documents stay isolated
+    python -m longctx rehearse llama8b-256k                    the recipe in miniature on CPU, end to end
+    python -m longctx eval tiny-2k --checkpoint DIR            long-context retrieval eval on the recipe's mesh
+
+One convention for every subcommand: the recipe comes first (a short name from recipes/README.md, a name
+under recipes/ or a path), then the subcommand's own flags (`python -m longctx SUBCOMMAND --help`), then `--`
+and recipe overrides (`--key value`, any key of the recipe). Each `make` target is this command
+(`make plan RECIPE=.. FLAGS=.. ARGS=..` runs `python -m longctx plan RECIPE FLAGS -- ARGS`).
+
+A `--hub_token` among the overrides moves into the environment (HF_TOKEN) before any tool sees them, so no
+tool can print it or write it into a results file or a derived recipe (longctx/training/credentials.py).
+"""
+
+import difflib
+import importlib
+import os
+import sys
+
+# subcommand -> (module whose main(argv) runs it, what it does); `data` runs data_prep (a top-level tool).
+SUBCOMMANDS = {
+    "sft": ("longctx.launch.sft", "preflight, the recipe's data, then its accelerate launch"),
+    "data": ("data_prep", "tokenize, pack and pad the recipe's dataset (python -m data_prep --recipe RECIPE)"),
+    "validate": ("longctx.preflight.cli", "preflight: every problem of a launch, before any GPU work"),
+    "plan": ("longctx.preflight.cli", "the mesh, tokens per rank and the memory plan per rank"),
+    "probe": ("longctx.leak_probe.cli", "prove packed documents stay isolated (exit 1 on a leak)"),
+    "rehearse": ("longctx.cpu_rehearsal.cli", "the recipe in miniature on CPU, end to end (no GPU)"),
+    "eval": ("longctx.evaluation.cli", "preflight, then the long-context retrieval eval on the recipe's mesh"),
+}
+
+
+def usage() -> str:
+    rows = "\n".join(f"  {name:<9} {what}" for name, (_, what) in SUBCOMMANDS.items())
+    return f"usage: python -m longctx SUBCOMMAND RECIPE [flags] [-- recipe overrides]\n\n{rows}\n\n{__doc__}"
+
+
+def resolve(recipe: str) -> str | None:
+    """The recipe as every tool reads it (a short name becomes the full name), or None after printing why not."""
+    from longctx.config.paths import SHORT_NAMES, resolve_recipe, unknown_recipe_message
+
+    if not resolve_recipe(recipe).is_file():
+        print(f"error: {unknown_recipe_message(recipe)}", file=sys.stderr)
+        return None
+    return SHORT_NAMES.get(recipe, recipe)
+
+
+def run_data(argv: list[str]) -> int:
+    """`data RECIPE [flags] [-- overrides]` is data_prep's `--recipe RECIPE` form; data_prep is a tool above
+    this package, so it runs as its own process (this package never imports it)."""
+    from longctx.config.keys import split_argv
+    from longctx.config.paths import REPO_ROOT
+    from longctx.launch.prepare import data_prep_argv
+
+    own, overrides = split_argv(argv)
+    if not own or own[0].startswith("-"):
+        own = [] if own[:1] in (["-h"], ["--help"]) else own
+        cmd = [sys.executable, "-m", "data_prep", *(own or ["--help"])]
+    else:
+        cmd = data_prep_argv(own[0], own[1:], overrides)
+    os.chdir(REPO_ROOT)
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    sub, rest = argv[0], argv[1:]
+    if sub not in SUBCOMMANDS:
+        close = difflib.get_close_matches(sub, SUBCOMMANDS, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"use one of: {', '.join(SUBCOMMANDS)}"
+        print(f"error: no subcommand {sub!r}; {hint}", file=sys.stderr)
+        return 2
+    from longctx.config.keys import split_argv
+    from longctx.training.credentials import hub_token_to_env
+
+    own, overrides = split_argv(rest)
+    if own and not own[0].startswith("-"):
+        recipe = resolve(own[0])
+        if recipe is None:
+            return 2
+        own = [recipe, *own[1:]]
+    tool_argv = [*own, "--", *hub_token_to_env(overrides, os.environ)]
+    if sub == "data":
+        return run_data(tool_argv)
+    tool = importlib.import_module(SUBCOMMANDS[sub][0])
+    return tool.main(["plan", *tool_argv] if sub == "plan" else tool_argv)

@@ -1,0 +1,34 @@
+"""Where a model's `config.json` is read from, offline: the one lookup preflight, the probe and the rehearsal use.
+
+In order: the recipe's `model_config_source` when it names one (the explicit choice wins), the model as a local
+folder (as given, or relative to the repository root), the Hugging Face cache, and the architecture snapshot
+shipped under recipes/assets/architectures/<org>/<name>/. Nothing is downloaded: preflight must answer before
+any network or GPU work, and the probe and the rehearsal build random-weight miniatures from the config alone.
+"""
+
+import os
+from pathlib import Path
+
+from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT
+
+
+def hf_cache_file(name: str, filename: str) -> Path | None:
+    """`filename` of the newest snapshot of Hub model `name` in the local Hugging Face cache, if any."""
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache/huggingface"))
+    hub = Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
+    snapshots = hub / f"models--{name.replace('/', '--')}" / "snapshots"
+    found = sorted(snapshots.glob(f"*/{filename}")) if snapshots.is_dir() else []
+    return found[-1] if found else None
+
+
+def find_model_config(name: str, config_source: str | None = None) -> Path | None:
+    """The config.json for a model name or path, from disk only; None when no offline copy exists."""
+    folders = [Path(config_source), REPO_ROOT / config_source] if config_source else []
+    for folder in [*folders, Path(name), REPO_ROOT / name]:
+        if (folder / "config.json").is_file():
+            return folder / "config.json"
+    cached = hf_cache_file(name, "config.json")
+    if cached:
+        return cached
+    shipped = ARCHITECTURES_DIR / name / "config.json"
+    return shipped if shipped.is_file() else None

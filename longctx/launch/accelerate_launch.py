@@ -1,0 +1,95 @@
+"""The one place an `accelerate launch` command line is built, shown and started.
+
+Every tool that starts processes (`make sft`, `make eval`, the leak probe, the CPU rehearsal, the SLURM
+script through `python -m longctx sft --dry-run`) goes through here, so they share one set of rules:
+- the argv is `python -m accelerate.commands.launch --config_file X ... target`, never with `--cpu` (it turns
+  DeepSpeed off) or `--use_deepspeed` (it can drop the YAML's SP keys);
+- the line a person sees is `accelerate launch ...` with every secret masked (longctx/training/credentials.py);
+- the children's environment: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` unless the user set it (long
+  sequences allocate blocks of many sizes; expandable segments stop the fragmentation that otherwise runs out
+  of memory with GiBs free), unbuffered output, and the Hub off for tools that never download;
+- a free port for the rendezvous of a one-machine launch;
+- the mesh a run really got is read back from its `[mesh]` line (printed by recipes/sft.py from the accelerator).
+"""
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from longctx.config.paths import REPO_ROOT
+from longctx.training.credentials import redact_argv
+
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
+REFUSED_FLAGS = ("--cpu", "--use_deepspeed")
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for the rendezvous of a launch on one machine."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def accelerate_argv(config_file: str | None, target: list[str], launch_flags=(), port: int | None = None) -> list[str]:
+    """`accelerate launch [--config_file X] [flags] [--main_process_port P] target...` as an argv to exec."""
+    refused = [f for f in launch_flags if f.split("=")[0] in REFUSED_FLAGS]
+    if refused:
+        raise ValueError(f"{refused}: --cpu turns DeepSpeed off and --use_deepspeed can drop the YAML's SP keys")
+    argv = [*ACCELERATE, *(["--config_file", str(config_file)] if config_file else []), *launch_flags]
+    return argv + (["--main_process_port", str(port)] if port is not None else []) + list(target)
+
+
+def shown(argv: list[str]) -> str:
+    """The line as a person types it (`accelerate launch ...`), every secret masked."""
+    if argv[: len(ACCELERATE)] == ACCELERATE:
+        argv = ["accelerate", "launch", *argv[len(ACCELERATE) :]]
+    return shlex.join(redact_argv(argv))
+
+
+def announce(argv: list[str]) -> None:
+    print("[launch]", shown(argv), flush=True)
+
+
+def runtime_env(offline: bool, base: dict | None = None) -> dict:
+    """The environment a launched run gets: the caller's, plus the allocator setting and the offline flags."""
+    env = dict(os.environ if base is None else base)
+    env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")  # a value the user exported wins
+    env["PYTHONUNBUFFERED"] = "1"
+    return {**env, **OFFLINE} if offline else env
+
+
+def run(argv: list[str], offline: bool, capture: bool = False, timeout: float | None = None, env=None):
+    """Start the launch from the repository root (where recipes name their files) and wait for it."""
+    env = runtime_env(offline, env)
+    return subprocess.run(
+        argv, cwd=REPO_ROOT, env=env, capture_output=capture, text=True, timeout=timeout, check=False
+    )
+
+
+def replace_process(argv: list[str], offline: bool = False) -> None:
+    """Become the launch (no parent left waiting: signals reach accelerate directly); never returns."""
+    os.chdir(REPO_ROOT)
+    sys.stdout.flush()
+    os.execve(argv[0], argv, runtime_env(offline))
+
+
+@dataclass(frozen=True)
+class Mesh:
+    world: int
+    dp_replicate: int
+    dp_shard: int
+    sp: int
+
+
+_MESH = re.compile(r"\[mesh\] world=(\d+): dp_replicate=(\d+) x dp_shard=(\d+) x sp=(\d+);")
+
+
+def read_mesh(output: str) -> Mesh | None:
+    """The mesh a run reported (its first `[mesh] world=...` line), None when it printed none."""
+    found = _MESH.search(output)
+    return Mesh(*map(int, found.groups())) if found else None

@@ -1,0 +1,105 @@
+"""`python -m longctx sft RECIPE` (`make sft`): preflight, the prepared data, then `accelerate launch recipes/sft.py`.
+
+The accelerate YAML comes from the recipe's one `accelerate_config` key (or an `--accelerate_config` override),
+so recipe and topology are never typed twice. The launch line is printed (secrets masked) before it runs, so
+it can be copied into a cluster script. On one machine the rendezvous gets a free port; across machines
+(scripts/slurm/sft.sbatch) the caller names the main node and port, and each node its rank.
+"""
+
+import argparse
+import os
+
+from longctx.config.keys import split_argv
+from longctx.config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
+from longctx.config.recipe import RecipeError, exit_on_recipe_error
+from longctx.config.topology import ConfigError, load_yaml_mapping, read_topology
+from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port, replace_process
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m longctx sft", description=__doc__.splitlines()[0])
+    p.add_argument("recipe", help="a recipe: short name (llama8b-256k), name under recipes/ or path")
+    p.add_argument("--dry-run", action="store_true", help="print the launch line only: no checks, no data, no run")
+    p.add_argument("--no-launch", action="store_true", help="preflight and data only (a job's batch step)")
+    p.add_argument("--no-checks", action="store_true", help="launch only: the job's batch step ran preflight and data")
+    multi = p.add_argument_group("several machines (scripts/slurm/sft.sbatch passes these)")
+    multi.add_argument("--num-machines", type=int, help="must equal the accelerate YAML's num_machines")
+    multi.add_argument("--machine-rank", help="this machine's rank (0 on the main node)")
+    multi.add_argument("--main-process-ip", help="address of the main node")
+    multi.add_argument("--main-process-port", type=int, help="rendezvous port on the main node")
+    return p
+
+
+def accelerate_config_of(recipe_path, overrides: list[str]) -> str:
+    """The recipe's accelerate YAML, honouring a command-line `--accelerate_config X` override."""
+    for i, arg in enumerate(overrides):
+        if arg == "--accelerate_config" and i + 1 < len(overrides):
+            return overrides[i + 1]
+        if arg.startswith("--accelerate_config="):
+            return arg.split("=", 1)[1]
+    try:
+        value = load_yaml_mapping(recipe_path).get("accelerate_config")
+    except ConfigError as exc:
+        raise RecipeError(str(recipe_path), [str(exc)]) from None
+    if not value:
+        raise RecipeError(str(recipe_path), ["`accelerate_config` is not set: name the accelerate YAML it runs with"])
+    return value
+
+
+def machines_flags(args, accel: str) -> list[str]:
+    """accelerate's flags for a launch across machines; [] on one machine. RecipeError on a mismatch."""
+    from longctx.config.paths import repo_path
+
+    wanted = read_topology(repo_path(accel)).num_machines
+    if args.num_machines is not None and args.num_machines != wanted:
+        fix = f"use {wanted} machines (under SLURM: sbatch --nodes {wanted})"
+        raise RecipeError(accel, [f"asks for num_machines={wanted} but the launch has {args.num_machines}; {fix}"])
+    if wanted == 1 or args.dry_run and args.machine_rank is None or args.no_launch:
+        return []
+    given = {"--machine-rank": args.machine_rank, "--main-process-ip": args.main_process_ip}
+    given["--main-process-port"] = args.main_process_port
+    missing = [flag for flag, value in given.items() if value is None]
+    if missing:
+        raise RecipeError(accel, [f"num_machines={wanted}: give {', '.join(missing)} (scripts/slurm/sft.sbatch does)"])
+    return ["--num_machines", str(wanted), "--machine_rank", str(args.machine_rank)]
+
+
+def launch_argv(args, overrides: list[str], accel: str) -> list[str]:
+    """The exact `accelerate launch` argv of the recipe on this machine."""
+    recipe_path = resolve_recipe(args.recipe)
+    shown_path = os.path.relpath(recipe_path.resolve(), REPO_ROOT)
+    if shown_path.startswith(".."):
+        shown_path = str(recipe_path.resolve())
+    flags = machines_flags(args, accel)
+    port = args.main_process_port
+    if flags:
+        flags += ["--main_process_ip", args.main_process_ip]
+    elif not args.dry_run and port is None:
+        port = free_port()  # two runs on one host must not meet on accelerate's default port
+    return accelerate_argv(accel, ["recipes/sft.py", "--config", shown_path, *overrides], flags, port)
+
+
+def main(argv: list[str]) -> int:
+    """`sft RECIPE [flags] [-- overrides]`; returns an exit code, or becomes the launch."""
+    own, overrides = split_argv(argv)
+    args = make_parser().parse_args(own)
+    try:
+        if not resolve_recipe(args.recipe).is_file():
+            raise RecipeError(args.recipe, [unknown_recipe_message(args.recipe)])
+        accel = accelerate_config_of(resolve_recipe(args.recipe), overrides)
+        if not (args.dry_run or args.no_checks):
+            from longctx.launch.prepare import prepare
+
+            accel = prepare(args.recipe, overrides, args.num_machines)  # preflight and data, one parse
+            if accel is None:
+                return 1
+        cmd = launch_argv(args, overrides, accel)
+    except RecipeError as exc:
+        exit_on_recipe_error(exc)
+    if args.no_launch:
+        print(f"[launch] preflight and data ready for {args.recipe}", flush=True)
+        return 0
+    announce(cmd)
+    if args.dry_run:
+        return 0
+    replace_process(cmd)

@@ -1,0 +1,47 @@
+"""A catalog model at tiny size: the one builder the leak probe and the CPU rehearsal share.
+
+What decides which code runs is kept: the model class (`model_type`), the ratio of query to KV heads, whether
+Ulysses splits or replicates the KV heads at the run's sp, the rope type and scaling, the layer types, tied
+embeddings and the MLP's shape ratio. Only sizes shrink: 2 layers, hidden 64, head_dim 8, a small vocabulary.
+A new model type whose config has other size keys (experts, a vision tower) extends `miniature_config`.
+"""
+
+LAYERS, HIDDEN, HEAD_DIM = 2, 64, 8
+
+
+def scaled_heads(config: dict, sp: int) -> tuple[int, int]:
+    """(query heads, KV heads) with the model's ratio: KV heads = sp when the real ones divide by sp (each rank
+    holds one, none replicated, as in a run whose KV heads divide its sp), else the real count (fewer than sp:
+    replicated, as the real run replicates them)."""
+    heads = int(config["num_attention_heads"])
+    kv = int(config.get("num_key_value_heads") or heads)
+    kv_mini = sp if kv % sp == 0 else kv
+    return heads // kv * kv_mini, kv_mini
+
+
+def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids: dict | None = None) -> dict:
+    """The model's config.json (as a dict) at tiny size for a run at `sp`, with the given vocabulary and special
+    token ids (none by default: random token ids, no tokenizer)."""
+    mini = dict(config)
+    heads, kv = scaled_heads(config, sp)
+    real_head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+    mini.update(
+        num_hidden_layers=LAYERS,
+        hidden_size=HIDDEN,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=HEAD_DIM,
+        intermediate_size=round(HIDDEN * config["intermediate_size"] / config["hidden_size"]),
+        vocab_size=vocab_size,
+        use_cache=False,  # training runs without a KV cache (with one, transformers skips its packed-mask path)
+        **(token_ids or {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}),
+    )
+    if real_head_dim * int(config["num_attention_heads"]) != config["hidden_size"]:
+        mini["hidden_size"] = round(
+            heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"])
+        )
+    if isinstance(config.get("layer_types"), list):
+        mini["layer_types"] = config["layer_types"][:LAYERS]
+    if "max_window_layers" in config:
+        mini["max_window_layers"] = min(int(config["max_window_layers"]), LAYERS)
+    return mini

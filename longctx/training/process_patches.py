@@ -1,0 +1,35 @@
+"""The fixes that act on the whole process, installed once by the entrypoint before the trainer is built.
+
+Each replaces upstream code no method of the trainer can reach: an entry of transformers' attention registries,
+a module-level name that `transformers.trainer` calls, a class method DeepSpeed is registered through, a torch
+autograd function. Every one is listed, with the fingerprint of the code it replaces, in
+longctx/training/patches.py. What acts on one trainer is a method override of `LongContextSFTTrainer`
+(longctx/training/trainer.py); what acts on one model instance is in its `install_model_fixes`.
+
+Add a process-wide fix here as one line with its reason, in the order it must run.
+"""
+
+from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
+from longctx.training.isolation import install_for_recipe
+from longctx.training.resume import install_sp_aware_skip
+from longctx.training.sp_eval import keep_sp_in_eval
+from longctx.training.sp_loss import install_token_weighted_sp_loss
+
+
+def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
+    """Install every process-wide fix the recipe needs; returns the isolation line the entrypoint prints.
+
+    Runs after the process group exists (the training arguments create it) and before the trainer's
+    accelerator registers Ulysses attention and builds the DeepSpeed engine (inside `train()`).
+    """
+    # packed documents attend only within themselves: `sdpa` in the attention registries, before DeepSpeed wraps it
+    isolation_line = install_for_recipe(recipe, model_args, model)
+    # accelerate registers Ulysses attention with SP off in eval: eval batches are then whole sequences per rank
+    keep_sp_in_eval()
+    # sp x dp over gloo: torch's all-to-all passes a group-local rank as a global one in SP subgroups
+    install_gloo_all_to_all(sp_size)
+    # the Trainer's module-level SP loss weights one micro-batch of one SP group: weight the whole step instead
+    install_token_weighted_sp_loss(sp_size)
+    # the Trainer's module-level resume skip crashes on DeepSpeed's SP dataloader adapter
+    install_sp_aware_skip()
+    return isolation_line

@@ -1,0 +1,40 @@
+"""A fake Hub token for the tests that pass one through every make target and subcommand, and where to look for it.
+
+The token goes in ARGS (`--hub_token`, a recipe override) and in the environment (HF_TOKEN); the runs that carry
+it must not show it in their output, nor write it into any file they leave (logs, `training_args.bin`,
+`trainer_state.json`, `results.json`, derived recipes, checkpoints). Files are searched as bytes, so pickles and
+binary checkpoints count too.
+"""
+
+from pathlib import Path
+
+from tests.helpers import offline_env
+
+TOKEN = "hf_FakeTokenNeverShown0123456789abcdef"
+ENV_TOKEN = "hf_FakeEnvTokenNeverShown0123456789ab"
+ARGS = f"--hub_token {TOKEN}"
+
+
+def env_with_tokens(**extra: str) -> dict:
+    """The environment of a run that carries both tokens, offline."""
+    return offline_env(HF_TOKEN=ENV_TOKEN, **extra)
+
+
+def make_argv(target: str, *variables: str) -> list[str]:
+    """`make TARGET VAR=...` as a user types it: no `-s`, so anything make echoes is in the output."""
+    return ["make", "-o", ".venv/.installed", target, *variables, f"ARGS={ARGS}"]
+
+
+def secret_leaks(output: str = "", *folders: Path) -> list[str]:
+    """Where either token appears: in `output`, or in a file under one of `folders` (as bytes)."""
+    found = [f"{name} in the output" for name, t in (("TOKEN", TOKEN), ("ENV_TOKEN", ENV_TOKEN)) if t in output]
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file():
+                data = path.read_bytes()
+                found += [
+                    f"{name} in {path}"
+                    for name, t in (("TOKEN", TOKEN), ("ENV_TOKEN", ENV_TOKEN))
+                    if t.encode() in data
+                ]
+    return found
