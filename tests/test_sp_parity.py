@@ -43,7 +43,11 @@ def write_rows(folder, n_rows: int = 16, seed: int = 3) -> None:
             f.write(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
 
 
-def train(tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=()) -> tuple[list[dict], dict]:
+def train(
+    tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=(), recipe="tests/recipes/parity.yaml", steps=STEPS
+) -> tuple[list[dict], dict]:
+    """One launch of `recipe` at cpu-sp{sp}: its per-step logs and trained weights (tests/test_moe_router_parity.py
+    reuses it with its own recipe)."""
     accel = f"accelerate_configs/cpu-sp{sp}.yaml"
     out = tmp_path / f"{script.split('/')[-1][:-3]}-sp{sp}"
     proc = accelerate_launch(
@@ -51,7 +55,7 @@ def train(tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=()) -> 
         script,
         [
             "--config",
-            "tests/recipes/parity.yaml",
+            recipe,
             "--accelerate_config",
             accel,
             "--dataset_name",
@@ -64,7 +68,7 @@ def train(tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=()) -> 
     assert_ok(proc)
     assert f"x sp={sp};" in proc.stdout, "the run did not report the SP size it was asked for"
     history = log_history(out)
-    assert [row["step"] for row in history] == list(range(1, STEPS + 1))
+    assert [row["step"] for row in history] == list(range(1, steps + 1))
     return history, load_file(out / "model.safetensors")
 
 

@@ -48,15 +48,18 @@ class PerExpertBlock(torch.nn.Module):
 
 
 class Model(torch.nn.Module):
-    """The block inside a model (ZeRO-3 re-gathers a submodule's parameters for its backward, not the root's)."""
+    """The block between two layers, as in a decoder: its input needs a gradient (an embedding's output does), so
+    ZeRO-3's backward hooks on the block fire as they do in training; its output feeds a head."""
 
     def __init__(self, block):
         super().__init__()
+        self.stem = torch.nn.Linear(HIDDEN, HIDDEN)
+        torch.nn.init.zeros_(self.stem.weight), torch.nn.init.zeros_(self.stem.bias)  # routing stays as forced
         self.block = block
         self.head = torch.nn.Linear(HIDDEN, 1)
 
     def forward(self, x):
-        return self.head(self.block(x))
+        return self.head(self.block(x + self.stem(x)))
 
 
 def build(case: str):
