@@ -26,6 +26,7 @@ SHORT_NAMES = {
     "llama70b-128k": "llama3.1-70b/sft-128k-2x8-sp8-dp2",
     "qwen8b-128k": "qwen3-8b/sft-128k-sp4",
     "qwen32b-256k": "qwen3-32b/sft-256k-2x8-sp8-dp2",
+    "qwen30b-a3b-256k": "qwen3-30b-a3b/sft-256k-sp8-offload-optimizer",
 }
 
 

@@ -8,7 +8,8 @@ training on GPU clusters", eq. 3, before its recompute factor):
     model   = 3 * forward
 
 P_layers counts the matmul weights of the decoder layers with their real K/V width (GQA: k and v
-projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs).
+projections are kv_heads * d wide; mixture of experts: the top_k experts a token runs and the router, not
+every expert, so MFU is on active parameters), V * h the LM head (the input embedding is a lookup, no FLOPs).
 `pairs` is the number of (query, key) pairs causal attention scores, summed per document: a query at
 index i of its document sees i + 1 keys, so a document of n tokens has n (n + 1) / 2 pairs and a packed
 row costs the sum over its documents, not the square of the row. QK^T and AV run over every query head
@@ -23,6 +24,8 @@ the logits). Chowdhery et al. 2022 (PaLM, appendix B) define MFU without, HFU wi
 from dataclasses import dataclass
 
 import torch
+
+from longctx.config.architectures import moe_sizes
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class FlopCounts:
         hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or hidden // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
-        mlp = 3 * hidden * config.intermediate_size
+        mlp = active_mlp_params(config.to_dict() if hasattr(config, "to_dict") else dict(config))
         per_layer = hidden * head_dim * (2 * heads + 2 * kv) + mlp
         return cls(
             2.0 * layers * per_layer,
@@ -61,6 +64,17 @@ class FlopCounts:
         extra += tokens * self.mlp if tiled_mlp else 0.0
         extra += tokens * self.head if fused_head else 0.0
         return self.model(tokens, pairs) + extra
+
+
+def active_mlp_params(config: dict) -> float:
+    """Mean MLP weights a token runs per layer: the gated MLP, or in MoE layers its top_k experts and the router."""
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    dense = 3 * hidden * config["intermediate_size"]
+    moe = moe_sizes(config)
+    if not moe:
+        return dense
+    active = moe["top_k"] * 3 * hidden * moe["expert_intermediate"] + hidden * moe["experts"]
+    return (moe["moe_layers"] * active + (layers - moe["moe_layers"]) * dense) / layers
 
 
 def causal_pairs(position_ids: torch.Tensor) -> int:

@@ -15,6 +15,7 @@ from longctx.training.alst import apply_alst
 from longctx.training.isolation import keep_packed_positions, require_position_ids
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
+from longctx.training.moe import protect_expert_routing
 from longctx.training.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.sp_eval import TokenLoss, label_tokens, report_token_mean, sp_eval_dataloader, sp_eval_loss
 from longctx.training.sp_loss import count_step_label_tokens, weights_by_step
@@ -42,6 +43,7 @@ class LongContextSFTTrainer(SFTTrainer):
         other models in the process are untouched. One line per fix."""
         require_position_ids(self.model, self.recipe, self.args)  # a packed batch without them is an error
         apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
+        protect_expert_routing(self)  # ZeRO-3: blocks of per-expert modules gathered whole (ranks route differently)
 
     def add_run_callbacks(self) -> None:
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""

@@ -72,7 +72,7 @@ def build(case: str):
     torch.manual_seed(0)
     block = Qwen3MoeSparseMoeBlock(config) if case == "fused" else PerExpertBlock(config)
     with torch.no_grad():
-        for name, p in block.named_parameters():
+        for p in block.parameters():
             p.normal_(0, 0.5)
         gate = block.gate.weight
         gate.zero_()
@@ -115,7 +115,9 @@ def run_case(case: str, rank: int) -> str:
         engine.step()
         torch.distributed.barrier()
     except (RuntimeError, ValueError) as exc:
-        import traceback; traceback.print_exc()
+        import traceback
+
+        traceback.print_exc()
         return f"failed: {str(exc).splitlines()[0][:200]}"
     if not torch.allclose(out, want, atol=1e-5):
         return f"wrong: forward differs from the block without ZeRO by {(out - want).abs().max().item():.3g}"
