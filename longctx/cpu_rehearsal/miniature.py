@@ -31,6 +31,7 @@ FAMILY_TOKENS = {
         "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>"],
     },
 }
+FAMILY_TOKENS["qwen3_moe"] = FAMILY_TOKENS["qwen3"]  # Qwen3-30B-A3B: the Qwen3 tokenizer and chat template
 
 
 def family(config: dict) -> str:
