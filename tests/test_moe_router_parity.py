@@ -29,10 +29,10 @@ def runs(tmp_path_factory):
     write_rows(data)
     cache = {}
 
-    def run(sp: int, script: str = "recipes/sft.py"):
-        if (sp, script) not in cache:
-            cache[(sp, script)] = train(tmp, data, sp, script, recipe=RECIPE, steps=STEPS)
-        return cache[(sp, script)]
+    def run(sp: int, script: str = "recipes/sft.py", mesh: str | None = None):
+        if (sp, script, mesh) not in cache:
+            cache[(sp, script, mesh)] = train(tmp, data, sp, script, recipe=RECIPE, steps=STEPS, mesh=mesh)
+        return cache[(sp, script, mesh)]
 
     return run
 
@@ -61,3 +61,11 @@ def test_moe_sp_matches_sp1(runs, sp):
 def test_gate_catches_per_shard_router_aux(runs):
     stock = runs(2, "tests/helpers/shard_router_aux.py")
     assert mismatches(runs(1), stock), "each rank's own shard aux loss went unnoticed"
+
+
+@pytest.mark.slow
+def test_moe_sp2_dp2_matches_sp1_dp2(runs):
+    """Data parallel: each dp rank's micro-batch has its own aux loss, averaged over dp ranks by the gradient
+    average, at sp=1 x dp=2 (TRL's own path) and sp=2 x dp=2 (the SP group's summed statistics) alike."""
+    base, sp_dp = runs(1, mesh="sp1-dp2"), runs(2, mesh="sp2-dp2-shard")
+    assert mismatches(base, sp_dp) + aux_mismatches(base, sp_dp) == []

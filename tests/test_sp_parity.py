@@ -44,12 +44,20 @@ def write_rows(folder, n_rows: int = 16, seed: int = 3) -> None:
 
 
 def train(
-    tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=(), recipe="tests/recipes/parity.yaml", steps=STEPS
+    tmp_path,
+    data,
+    sp: int,
+    script: str = "recipes/sft.py",
+    extra=(),
+    recipe="tests/recipes/parity.yaml",
+    steps=STEPS,
+    mesh: str | None = None,
 ) -> tuple[list[dict], dict]:
-    """One launch of `recipe` at cpu-sp{sp}: its per-step logs and trained weights (tests/test_moe_router_parity.py
-    reuses it with its own recipe)."""
-    accel = f"accelerate_configs/cpu-sp{sp}.yaml"
-    out = tmp_path / f"{script.split('/')[-1][:-3]}-sp{sp}"
+    """One launch of `recipe` at accelerate_configs/cpu-{mesh}.yaml (default cpu-sp{sp}): its per-step logs and
+    trained weights (tests/test_moe_router_parity.py reuses it with its own recipe and meshes)."""
+    mesh = mesh or f"sp{sp}"
+    accel = f"accelerate_configs/cpu-{mesh}.yaml"
+    out = tmp_path / f"{script.split('/')[-1][:-3]}-{mesh}"
     proc = accelerate_launch(
         accel,
         script,

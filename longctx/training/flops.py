@@ -43,7 +43,7 @@ class FlopCounts:
         hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or hidden // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
-        mlp = active_mlp_params(config.to_dict() if hasattr(config, "to_dict") else dict(config))
+        mlp = active_mlp_params(config.to_dict() if hasattr(config, "to_dict") else vars(config))
         per_layer = hidden * head_dim * (2 * heads + 2 * kv) + mlp
         return cls(
             2.0 * layers * per_layer,
