@@ -19,6 +19,15 @@ os.environ.update(OFFLINE)
 PROCESS_MARKERS = ("subprocess", "distributed", "slow", "gpu")
 
 
+def pytest_sessionstart(session):
+    """Build matplotlib's font cache before any test: on a fresh machine its first import runs `fc-list`, a
+    process the rule below would charge to whichever unmarked test happened to import matplotlib first."""
+    try:
+        import matplotlib.font_manager  # noqa: F401
+    except ImportError:
+        pass
+
+
 def _refuse_for(nodeid: str):
     def refuse(*args, **kwargs):
         raise AssertionError(
