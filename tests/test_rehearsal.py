@@ -1,7 +1,8 @@
 """The dress rehearsal: every shipped recipe in miniature on CPU, through preflight, data_prep and accelerate launch.
 
 The default tier rehearses a messages + LoRA recipe, a multi-node recipe with optimizer and checkpoint
-offload (both messages recipes) and the mixture-of-experts recipe (router aux loss under SP); the others are `slow`. The fast tests check that the miniature changes only
+offload (both messages recipes) and the mixture-of-experts recipe (router aux loss under SP); the others
+are `slow`. The fast tests check that the miniature changes only
 what a CPU cannot run, and keeps what decides which code runs.
 """
 
