@@ -1,8 +1,15 @@
-"""Recipe rules for mixture-of-experts models (longctx/config/rules/alst.py): TiledMLP is refused on MoE."""
+"""Mixture-of-experts sizes and rules: the memory plan counts every expert in model states and the active ones in
+activations (longctx/memory_plan/arch.py); TiledMLP is refused on MoE (longctx/config/rules/alst.py)."""
 
+import json
 from types import SimpleNamespace
 
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.config.rules.alst import alst_problems, routed_experts
+from longctx.memory_plan.arch import Arch
 
 SFT = SimpleNamespace(activation_checkpointing=True, gradient_checkpointing=True, use_liger_kernel=False)
 
@@ -34,3 +41,13 @@ def test_tiled_mlp_on_dense_and_moe_without_it_pass():
 def test_routed_experts_reads_the_shipped_snapshot():
     assert routed_experts("Qwen/Qwen3-30B-A3B", None) == 128
     assert routed_experts("Qwen/Qwen3-8B", None) == 0
+
+
+def test_memory_plan_counts_every_expert_in_states_and_the_active_ones_in_activations():
+    snapshot = ARCHITECTURES_DIR / "Qwen/Qwen3-30B-A3B"
+    arch = Arch.from_config(json.loads((snapshot / "config.json").read_text()))
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(snapshot))
+    # 30.5B: all 128 experts of 48 layers (Arch leaves out Qwen3's q/k norms, 256 weights a layer)
+    assert arch.params == sum(p.numel() for p in model.parameters()) - 48 * 256
+    assert arch.active_intermediate == 8 * 768  # a token runs 8 experts of width 768 (the dense size is 6144)
