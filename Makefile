@@ -20,7 +20,7 @@ LONGCTX := $(PY) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder test test-unit test-all lint format lock eval
+.PHONY: help install install-gpu sft validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -38,6 +38,7 @@ help:
 	@echo "make probe RECIPE=.. [FLAGS=\"--sp 2\"]                        prove packed documents stay isolated (exit 1 on a leak)"
 	@echo "make rehearse RECIPE=.. [FLAGS=--keep]                       the recipe in miniature on CPU, end to end (no GPU)"
 	@echo "make gpu-ladder [FLAGS=--tiny]                               single-GPU ALST memory ladder (benchmarks/; no recipe, no ARGS)"
+	@echo "make gpu-bench [FLAGS=\"--budget-s 420\"]                      8B training steps on a GPU node's own torch, carried wheels (benchmarks/gpu_step.sh)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -92,6 +93,12 @@ rehearse: $(STAMP)
 gpu-ladder: $(STAMP)
 	$(if $(ARGS),$(error make gpu-ladder runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@PYTORCH_CUDA_ALLOC_CONF=$${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} $(PY) benchmarks/gpu_memory_ladder.py $(FLAGS)
+
+# On the GPU node itself: its python3 and CUDA torch, no .venv (so no $(STAMP)); the other pins come as wheels that
+# `benchmarks/gpu_step.sh fetch` gathered on a machine with network. Rows: $OUT/gpu_step.jsonl or benchmarks/results/.
+gpu-bench:
+	$(if $(ARGS),$(error make gpu-bench runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
+	@benchmarks/gpu_step.sh run $(FLAGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

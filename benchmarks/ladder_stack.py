@@ -67,7 +67,8 @@ def build(name: str, tiny: bool, attn: str = "sdpa"):
     from transformers import AutoConfig, AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
-    from longctx.training.alst import enable_activation_checkpoint_offload, enable_tiled_mlp
+    from longctx.training.alst import enable_tiled_mlp
+    from longctx.training.checkpoint_offload import enable_activation_checkpoint_offload
 
     liger, offload, tiled = (TINY_FEATURES if tiny else FEATURES)[name]
     init_distributed()

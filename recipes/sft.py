@@ -73,7 +73,7 @@ def main(recipe, training_args, model_args):
         training_args.pad_to_multiple_of = topo.sp_size
 
     # ---- model, the process-wide fixes, then the trainer with its per-trainer and per-model ones
-    model = build_model(recipe, model_args, training_args)  # an instance (`model_init: random`) or a path
+    model = build_model(recipe, model_args, training_args)  # with the recipe's config overrides (model_config.py)
     isolation_line = install_process_patches(recipe, model_args, model, topo.sp_size)
     trainer = LongContextSFTTrainer(
         model=model,

@@ -4,7 +4,8 @@ Commands are read from the Markdown itself (code blocks, `$ ` lines of output bl
 command added to a doc is checked without touching this file. What each kind must satisfy:
 - `make T VAR=...`: T is a target (`make -n` exits 0 without running anything), VAR is a Makefile variable,
   RECIPE names a recipe file (or its short name), ARGS are recipe keys, and FLAGS holds flags of T's subcommand
-  (`python -m longctx T`; the ladder's script for gpu-ladder); the examples of `make help` count as a doc;
+  (`python -m longctx T`; the ladder's script for gpu-ladder, the step benchmark's for gpu-bench); the examples
+  of `make help` count as a doc;
 - `python -m M ...` and `python benchmarks/X.py ...`: the module or script exists, its `--help` exits 0 and lists
   every flag used; a recipe it is given exists; overrides after `--` are recipe keys;
 - `accelerate launch ...`: its flags are accelerate's, the accelerate YAML and recipe exist, overrides are keys;
@@ -31,7 +32,10 @@ DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]
 STARTS = ("make ", "python ", ".venv/bin/python ", "accelerate launch ", "sbatch ", "pytest ", "benchmarks/")
 SUBCOMMANDS = ("sft", "data", "validate", "plan", "probe", "rehearse", "eval")
 # whose flags FLAGS holds, per make target: the target's `python -m longctx` subcommand, or the ladder's script
-FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {"gpu-ladder": "benchmarks/gpu_memory_ladder.py"}
+FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {
+    "gpu-ladder": "benchmarks/gpu_memory_ladder.py",
+    "gpu-bench": "benchmarks/gpu_step.py",
+}
 RECIPE_CLIS = {"longctx", "longctx.preflight", "longctx.leak_probe", "longctx.evaluation", "longctx.cpu_rehearsal"}
 
 

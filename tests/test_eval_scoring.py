@@ -86,3 +86,16 @@ def test_examples_have_the_exact_length_and_end_with_the_answer(task, depth):
     if task == "passkey":
         at = text.index(answer) / len(text)
         assert abs(at - depth) < 0.1  # the needle sits at the asked depth of the context
+
+
+@pytest.mark.parametrize("count", [0, 1, 5, 6, 9])
+@pytest.mark.parametrize("dp", [1, 2, 4])
+def test_dp_share_runs_as_many_forwards_on_every_group_and_keeps_each_example_once(count, dp):
+    """Every SP group runs the same number of forwards (ZeRO-3 gathers on all ranks at each), and the kept ones
+    are every example exactly once."""
+    from longctx.training.retrieval.scoring import dp_share
+
+    shares = [dp_share(count, dp, rank) for rank in range(dp)]
+    assert len({len(s) for s in shares}) == 1
+    assert sorted(i for s in shares for i, keep in s if keep) == list(range(count))
+    assert all(0 <= i < max(count, 1) for s in shares for i, _ in s)

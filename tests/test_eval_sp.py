@@ -1,5 +1,6 @@
 """Eval under SP: the held-out rows are sharded across the SP group like training rows, and the eval loss is the
-same token-weighted number at sp=1, 2 and 4, for packed and unpacked prepared data (real accelerate launches)."""
+same token-weighted number at sp=1, 2 and 4, for packed and unpacked prepared data (real accelerate launches); the
+in-training retrieval slice scores a count of examples that dp does not divide at sp=2 x dp=2."""
 
 import json
 import random
@@ -9,6 +10,7 @@ import pytest
 
 from longctx.training.retrieval.haystack import filler_sentence
 from tests.helpers.launch import accelerate_launch, assert_ok
+from tests.helpers.tiny_model import tiny_checkpoint
 
 pytestmark = pytest.mark.distributed
 REPO = Path(__file__).resolve().parent.parent
@@ -109,3 +111,43 @@ def test_eval_scores_every_held_out_label_token_once(runs):
     expected = sum(sum(x != -100 for x in row["labels"][1:]) for row in load_from_disk(str(folder / "dataset")))
     assert history[0]["eval_label_tokens"] == expected > 0
     assert history[1]["eval_loss"] < history[0]["eval_loss"]
+
+
+def test_retrieval_slice_at_sp2_dp2_with_an_odd_count_equals_sp1(tmp_path):
+    """The slice (longctx/training/retrieval/callback.py) with 5 examples on 2 SP groups: one group runs 3
+    forwards, the other 2 plus a padding repeat whose sums are dropped. Without the padding
+    (longctx.training.retrieval.scoring.dp_share) the short group leaves while ZeRO-3 still gathers parameters on
+    the other: measured on gloo, the launch hangs until the timeout below (on NCCL, e.g. the 4x8 recipe with an
+    odd `retrieval_eval_samples`, until NCCL's). The logged metrics equal the same slice at sp=1 in this process,
+    without DeepSpeed."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from longctx.training.retrieval.callback import RetrievalCallback
+
+    checkpoint, out = tiny_checkpoint(tmp_path / "model"), tmp_path / "slice.json"
+    accel = "accelerate_configs/cpu-sp2-dp2-shard.yaml"
+    argv = [str(checkpoint), str(out), "5", "--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"]
+    slice_argv = [*argv, "--accelerate_config", accel]
+    assert_ok(accelerate_launch(accel, "tests/helpers/retrieval_slice.py", slice_argv, timeout=480))  # hangs without
+    got = json.loads(out.read_text())
+    assert got["examples"] == 5 and got["world"] == 4
+
+    one_process = SimpleNamespace(
+        parallelism_config=None, process_index=0, num_processes=1, device=torch.device("cpu")
+    )
+    model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
+    reference = RetrievalCallback(
+        SimpleNamespace(accelerator=one_process, model_wrapped=model),
+        AutoTokenizer.from_pretrained(checkpoint),
+        1,
+        1,
+        256,
+    )
+    reference.examples = reference.examples[:5]
+    expected = reference.measure()
+    assert got["metrics"].keys() == expected.keys()
+    for key, value in expected.items():
+        assert got["metrics"][key] == pytest.approx(value, rel=1e-5), key

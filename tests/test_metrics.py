@@ -43,6 +43,8 @@ def test_flops_of_a_packed_row_by_hand():
     assert counts.model(5, 9) == 20544
     assert counts.hardware(5, 9, grad_ckpt=True, tiled_mlp=True) == 20544 + 6048 + 3840 + 800
     assert counts.hardware(5, 9, grad_ckpt=False, tiled_mlp=False, fused_head=False) == 20544
+    # selective checkpointing keeps attention's output: the recompute is the layers' matmuls alone (5*1152)
+    assert counts.hardware(5, 9, grad_ckpt=True, tiled_mlp=False, fused_head=False, selective=True) == 20544 + 5760
 
 
 def test_pairs_of_sp_slices_add_up_to_the_row():

@@ -17,7 +17,7 @@ from longctx.config.topology import load_yaml_mapping
 from longctx.cpu_rehearsal.cli import override_problems
 from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
 from longctx.miniature import miniature_config, scaled_heads
-from tests.helpers.secrets import ENV_TOKEN, make_argv, secret_leaks
+from tests.helpers.hub_tokens import ENV_TOKEN, make_argv, secret_leaks
 
 DEFAULT_TIER = (
     "llama3.1-8b/lora-256k-sp8",
@@ -94,3 +94,6 @@ def test_rehearsal(name, tmp_path):
         assert step in proc.stdout, step
     assert "changed from the real recipe" in proc.stdout
     assert secret_leaks(proc.stdout + proc.stderr, tmp_path / "work") == []
+    rope = (load_yaml_mapping(resolve_recipe(name)).get("model_config_overrides") or {}).get("rope_parameters")
+    if rope:  # loaded back as `make eval` loads it, with the rope saved beside the output (model_config.py)
+        assert f"rope {rope['rope_type']} as trained" in proc.stdout

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from longctx.config.paths import REPO_ROOT
-from tests.helpers.secrets import env_with_tokens, make_argv, secret_leaks
+from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
 
 RECIPE = "RECIPE=tiny-llama/sft-2k-cpu-sp2"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
+from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
 from tests.helpers.launch import log_history
-from tests.helpers.secrets import env_with_tokens, make_argv, secret_leaks
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.distributed

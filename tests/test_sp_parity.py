@@ -27,6 +27,7 @@ STEPS = 4
 LOSS_RTOL = 1e-5
 GRAD_NORM_RTOL = 1e-5
 WEIGHT_ATOL = 1e-6  # after STEPS SGD steps at lr 0.5
+SELECTIVE = '{"selective": true}'  # TRL's selective activation checkpointing (attention's output kept)
 
 
 def write_rows(folder, n_rows: int = 16, seed: int = 3) -> None:
@@ -75,6 +76,8 @@ def train(
     )
     assert_ok(proc)
     assert f"x sp={sp};" in proc.stdout, "the run did not report the SP size it was asked for"
+    if SELECTIVE in extra:
+        assert "[checkpointing] selective" in proc.stdout, "TRL's selective checkpointing did not wrap the model"
     history = log_history(out)
     assert [row["step"] for row in history] == list(range(1, steps + 1))
     return history, load_file(out / "model.safetensors")
@@ -144,11 +147,14 @@ def test_gate_catches_unweighted_sp_loss(runs):
     assert mismatches(runs(1), broken), "averaging per-rank losses without token weights went unnoticed"
 
 
+# TiledMLP, checkpoint offload and TRL's selective checkpointing (attention's output kept, not recomputed)
 ALST_ON = ("--tiled_mlp", "true", "--activation_checkpoint_offload", "true")
+ALST_ON += ("--gradient_checkpointing_kwargs", SELECTIVE)
 
 
 def test_alst_features_match_plain_sp2(runs):
-    """TiledMLP + checkpoint offload (longctx/training/alst.py) at sp=2 compute what sp=2 without them computes."""
+    """TiledMLP + checkpoint offload (longctx/training/alst.py) + selective checkpointing at sp=2 compute what
+    sp=2 with full checkpointing and neither feature computes."""
     assert mismatches(runs(2), runs(2, extra=ALST_ON)) == []
 
 

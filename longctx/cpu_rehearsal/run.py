@@ -5,7 +5,7 @@ prepare    `python -m longctx data <rehearsal recipe>`: the recipe's format, pol
 train      `accelerate launch --config_file <rehearsal accelerate YAML> recipes/sft.py --config ...` (built by
            longctx/launch/, the mesh read back from the run), checkpoint at step SAVE_AT, final model at step STEPS
 resume     the same launch with --resume_from_checkpoint <checkpoint>: step STEPS must repeat its loss
-load       the final model (or LoRA adapter) back with from_pretrained, and its tokenizer
+load       the final model (or LoRA adapter) back as `make eval` loads it, with the rope it trained with
 sp=1       the same miniature on one process: its first-step loss must equal the rehearsal's
 """
 
@@ -84,36 +84,41 @@ def train_and_resume(derived: Derived, recipe: Path) -> dict[int, float]:
     return first
 
 
-def load_back(derived: Derived) -> None:
-    """from_pretrained on the saved output, as a user (or the eval) loads it."""
+def load_back(recipe_path: Path) -> None:
+    """The saved output loaded back as `make eval` loads it (longctx/training/model_config.py: the recipe's config
+    overrides, a LoRA adapter on its configured base), its saved config carrying the rope the run trained with."""
+    from longctx.config.recipe import RecipeError, parse_recipe
+
     start = time.monotonic()
     try:
-        what, loss = _load_and_score(Path(derived.recipe["output_dir"]), derived.recipe)
-    except (OSError, ValueError, KeyError) as exc:
+        what, loss = _load_and_score(*parse_recipe(["--config", str(recipe_path)]))
+    except (OSError, ValueError, KeyError, RecipeError) as exc:
         raise StepFailed(f"load: {type(exc).__name__}: {exc}") from None
     print(f"[rehearsal] load: ok ({time.monotonic() - start:.0f}s): {what}, loss {loss:.4f} on a sample")
 
 
-def _load_and_score(out: Path, recipe: dict) -> tuple[str, float]:
+def _load_and_score(recipe, sft, model_args) -> tuple[str, float]:
     import torch
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(out)
-    if (out / "adapter_config.json").is_file():
-        from peft import PeftModel
+    from longctx.training.model_config import build_config, is_adapter, recipe_model
 
-        # The base is the random miniature, rebuilt from its seed as the entrypoint built it (for real: the Hub's)
-        torch.manual_seed(int(recipe.get("seed", 42)))
-        base = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(recipe["model_name_or_path"]))
-        model = PeftModel.from_pretrained(base, out)
-        saved = load_file(out / "adapter_model.safetensors")
+    out = Path(sft.output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = recipe_model(recipe, model_args, sft, str(out))
+    trained = build_config(recipe, model_args).rope_parameters  # what the entrypoint built the model with
+    saved = AutoConfig.from_pretrained(out).rope_parameters  # the effective config beside the checkpoint
+    if not saved == trained == model.config.rope_parameters:
+        raise ValueError(f"rope: trained {trained}, saved {saved}, loaded {model.config.rope_parameters}")
+    if is_adapter(str(out)):
+        adapter = load_file(out / "adapter_model.safetensors")
         loaded = {k: v for k, v in model.state_dict().items() if "lora_" in k}
-        if len(loaded) != len(saved) or not saved:
-            raise ValueError(f"the adapter has {len(saved)} tensors but the model took {len(loaded)}")
-        what = f"LoRA adapter ({len(saved)} tensors) on the base model"
+        if len(loaded) != len(adapter) or not adapter:
+            raise ValueError(f"the adapter has {len(adapter)} tensors but the model took {len(loaded)}")
+        what = f"LoRA adapter ({len(adapter)} tensors) on the base model"
     else:
-        model, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+        _, info = AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
         if info["missing_keys"] or info["unexpected_keys"]:
             raise ValueError(f"missing {info['missing_keys'][:5]}, unexpected {info['unexpected_keys'][:5]}")
         what = "full model"
@@ -122,7 +127,7 @@ def _load_and_score(out: Path, recipe: dict) -> tuple[str, float]:
         loss = model(input_ids=ids, labels=ids).loss
     if not torch.isfinite(loss):
         raise ValueError(f"the loaded model's loss is {loss}")
-    return f"{what} from {out}", loss.item()
+    return f"{what} from {out}, rope {saved.get('rope_type')} as trained", loss.item()
 
 
 def compare_sp1(derived: Derived, sp1: Derived, work: Path, first: dict[int, float]) -> None:
@@ -140,7 +145,7 @@ def rehearse(derived: Derived, sp1: Derived | None, work: Path) -> None:
     command("preflight", [sys.executable, "-m", "longctx", "validate", str(recipe), "--this-machine"])
     command("prepare", [sys.executable, "-m", "longctx", "data", str(recipe)])
     first = train_and_resume(derived, recipe)
-    load_back(derived)
+    load_back(recipe)
     if sp1 is None:
         print("[rehearsal] sp=1: the rehearsal already runs at sp=1; nothing to compare")
     else:

@@ -2,9 +2,10 @@
 
 The model is prepared by accelerate exactly as for training (DeepSpeed with the recipe's ZeRO config, Ulysses
 attention registered for the recipe's sp, kept on in eval by longctx/training/sp_eval.py). Every rank builds the same
-examples; each SP group takes every dp-th one, and each rank of the group runs its shard of the sequence
-(position_ids are the global positions), scored by `shard_sums` (longctx/training/retrieval/scoring.py), the
-same function the in-training slice uses.
+examples; each SP group takes every dp-th one (the list padded to a multiple of dp with repeats whose results are
+dropped, so every rank runs as many forwards: ZeRO-3 gathers parameters across all of them), and each rank of the
+group runs its shard of the sequence (position_ids are the global positions), scored by `shard_sums`
+(longctx/training/retrieval/scoring.py), the same function the in-training slice uses.
 """
 
 import os
@@ -17,24 +18,25 @@ from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recip
 from longctx.evaluation.cost import measured_cost
 from longctx.training.credentials import redact_argv
 from longctx.training.mesh import check_launched_mesh, sp_coordinates
-from longctx.training.retrieval.scoring import shard_sums, unwrap, verdict
+from longctx.training.retrieval.scoring import dp_share, shard_sums, unwrap, verdict
 from longctx.training.retrieval.tasks import grid
 from longctx.training.shutdown import exit_cleanly
 
 
 def load_model(recipe, sft, model_args, checkpoint: str | None):
-    """(model, tokenizer): the checkpoint when given, else the recipe's starting model (random: seeded)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """(model, tokenizer): the checkpoint when given, else the recipe's starting model, built as training builds
+    it (longctx/training/model_config.py: the recipe's config overrides, a LoRA adapter on its configured base).
+    A LoRA adapter is merged into its base, so the scored model runs the same code as a full checkpoint."""
+    from transformers import AutoTokenizer
 
-    from longctx.training.model_config import build_random_model
+    from longctx.training.model_config import recipe_model
 
-    source = checkpoint or model_args.model_name_or_path
     tok_source = checkpoint if checkpoint and os.path.isfile(os.path.join(checkpoint, "tokenizer.json")) else None
     tok = AutoTokenizer.from_pretrained(tok_source or model_args.model_name_or_path)
-    if checkpoint is None and recipe.model_init == "random":
-        return build_random_model(recipe, model_args, sft.seed, sft.trust_remote_code), tok
-    kwargs = {"attn_implementation": model_args.attn_implementation, "dtype": model_args.dtype}
-    return AutoModelForCausalLM.from_pretrained(source, trust_remote_code=sft.trust_remote_code, **kwargs), tok
+    model = recipe_model(recipe, model_args, sft, checkpoint)
+    if hasattr(model, "merge_and_unload"):  # a PeftModel
+        model = model.merge_and_unload()
+    return model, tok
 
 
 def prepare(model, sft):
@@ -96,10 +98,12 @@ def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
     sp, sp_rank, dp, dp_rank = sp_coordinates(acc)
     examples = grid(tok, args.tasks, args.lengths, args.depths, args.samples, args.seed)
     mine = []
-    for i, ex in enumerate(examples):
-        if i % dp == dp_rank:
-            mine.append({"task": ex.task, "length": ex.length, "depth": ex.depth, "sample": ex.sample})
-            mine[-1].update(timed_score(model, ex, sp, sp_rank, acc.device))
+    for i, keep in dp_share(len(examples), dp, dp_rank):  # every rank runs as many forwards (ZeRO-3 gathers)
+        ex = examples[i]
+        row = {"task": ex.task, "length": ex.length, "depth": ex.depth, "sample": ex.sample}
+        row.update(timed_score(model, ex, sp, sp_rank, acc.device))
+        if keep:  # a padding repeat's result is dropped
+            mine.append(row)
     gathered = [None] * acc.num_processes if acc.num_processes > 1 else [mine]
     if acc.num_processes > 1:
         torch.distributed.all_gather_object(gathered, mine)
@@ -132,7 +136,10 @@ def main(argv: list[str]) -> int:
         check_launch(recipe)
     except RecipeError as exc:
         exit_on_recipe_error(exc)
-    done = run(args, recipe, sft, model_args)
+    try:
+        done = run(args, recipe, sft, model_args)
+    except RecipeError as exc:
+        exit_on_recipe_error(exc)
     if done is not None:
         results, model_config = done
         topo = recipe_topology(recipe)

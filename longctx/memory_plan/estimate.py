@@ -38,17 +38,19 @@ class MemoryPlan:
     comm_buffers: float
     fragmentation: float
     host_per_node: float
+    saved_attention: float = 0.0  # selective checkpointing's kept attention outputs (terms.saved_attention)
 
     @property
     def total_gib(self) -> float:
         return sum(value for _, value in self.rows())
 
     def rows(self) -> list[tuple[str, float]]:
-        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted."""
+        """Every GPU term with its value; the layer and head working sets are listed, the smaller is not counted;
+        `saved_attention` only where selective checkpointing is on."""
         layer = self.attention + self.mlp + self.hidden_states
         out = []
         for f in fields(self):
-            if f.name == "host_per_node":
+            if f.name == "host_per_node" or (f.name == "saved_attention" and not self.saved_attention):
                 continue
             value = getattr(self, f.name)
             if f.name in ("attention", "mlp", "hidden_states") and self.lm_head > layer:
@@ -83,6 +85,7 @@ def estimate(
     prefetch_bucket: float = DEFAULT_BUCKET,
     packed_mask: bool = False,
     gpus_per_node: int | None = None,
+    selective_ckpt: bool = False,
 ) -> MemoryPlan:
     """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
 
@@ -90,6 +93,7 @@ def estimate(
     `kernels`: the layer kernels, transformers' own (`hf`) or Liger's (`liger`, with `use_liger_kernel`).
     `attention`: `flash` (FlashAttention / a varlen kernel on a GPU) or `sdpa` (the CPU-measured constants).
     `packed_mask`: whether transformers' [B, 1, s, s] packed mask is built (stock sdpa on packed rows).
+    `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
@@ -111,12 +115,14 @@ def estimate(
         "packed_mask": terms.packed_mask(s, micro_batch, packed_mask),
         "comm_buffers": terms.comm_buffers(reduce_bucket, sp, comm_fp32),
     }
+    kept = terms.saved_attention(arch, s, selective_ckpt and grad_ckpt)
     working = max(sum(layer), parts["lm_head"])
-    transient = parts["checkpoints"] + working + parts["packed_mask"] + parts["comm_buffers"]
+    transient = parts["checkpoints"] + kept + working + parts["packed_mask"] + parts["comm_buffers"]
     per_node = gpus_per_node or num_gpus
     host = host_bytes(arch, s, num_gpus, offload_optimizer, offload_params, act_offload and grad_ckpt, lora)
     gib = {k: v / GIB for k, v in parts.items()}
-    return MemoryPlan(**gib, fragmentation=transient * FRAGMENTATION / GIB, host_per_node=host * per_node / GIB)
+    fragmentation, host_gib = transient * FRAGMENTATION / GIB, host * per_node / GIB
+    return MemoryPlan(**gib, fragmentation=fragmentation, host_per_node=host_gib, saved_attention=kept / GIB)
 
 
 def host_bytes(arch: Arch, s: int, num_gpus: int, offload_optimizer, offload_params, act_offload, lora) -> float:

@@ -139,3 +139,15 @@ def comm_buffers(reduce_bucket_elems: float, sp: int, sp_comm_fp32: bool) -> flo
     bucket and the fp32 upcast beside it, 8 bytes an element (the ALST paper: about 4 GB at 5e8 in fp32 and
     about 1 GB in bf16)."""
     return reduce_bucket_elems * (8 if sp > 1 and sp_comm_fp32 else BF16)
+
+
+def saved_attention(arch: Arch, s: int, selective: bool) -> float:
+    """Selective checkpointing (`gradient_checkpointing_kwargs: {selective: true}`, torch's selective-checkpoint
+    API through TRL) keeps each checkpointed layer's attention-kernel outputs until its backward instead of
+    recomputing them: the output, bf16 S x H / sp x d (s x H x d a rank), and the fp32 log-sum-exp its backward
+    reads, H / sp x S (s x H). The outputs are kept by torch's selective-checkpoint cache, not by saved-tensor
+    hooks, so checkpoint offload does not move them to the host: they are on the GPU with or without it.
+    Measured on CPU against this formula in tests/test_selective_checkpointing.py."""
+    if not selective:
+        return 0.0
+    return arch.layers * s * arch.heads * (BF16 * arch.head_dim + 4)

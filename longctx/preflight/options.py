@@ -51,6 +51,8 @@ def plan_options(launch) -> dict:
         "tiled_mlp_shards": getattr(recipe, "tiled_mlp_shards", None),
         "act_offload": bool(getattr(recipe, "activation_checkpoint_offload", False)),
         "grad_ckpt": bool(sft.gradient_checkpointing),
+        "selective_ckpt": isinstance(sft.gradient_checkpointing_kwargs, dict)
+        and bool(sft.gradient_checkpointing_kwargs.get("selective")),
         "lora": bool(launch.model.use_peft),
         "micro_batch": int(sft.per_device_train_batch_size),
         "comm_fp32": topo.sp_size > 1 and ds.get("seq_parallel_communication_data_type", "fp32") != "bf16",

@@ -10,19 +10,18 @@ linear cross-entropy, the third, is TRL's own `use_liger_kernel` key; here it is
   tiles or the gathers stop matching and training deadlocks. The count is therefore max-reduced over all
   ranks, and the input is zero-padded to a whole number of equal tiles, because `torch.chunk` returns
   fewer chunks than asked when the length does not divide (DeepSpeed's own example has that gap).
-- `activation_checkpoint_offload`: with gradient checkpointing, what stays on the accelerator between
-  forward and backward is each layer's input (L x tokens x hidden). A saved-tensor hook around each
-  checkpointed layer moves exactly those tensors to host memory and brings them back when backward
-  recomputes the layer. Own hook rather than TRL's `activation_offloading` context (it offloads every
-  saved tensor of the whole model, did not run on CPU in the earlier attempt) or DeepSpeed's
-  `cpu_checkpointing` (reentrant checkpointing only, and it broke TRL's fused head last time). Inside the
-  checkpoint, torch's own hooks take precedence, so only the layer inputs go through this one.
+- `activation_checkpoint_offload`: with gradient checkpointing, what stays on the accelerator between forward
+  and backward is each layer's input; longctx/training/checkpoint_offload.py keeps those in host memory (an
+  exact-size pinned pool, copies on a transfer stream) until backward recomputes the layer.
 """
 
 import math
 
 import torch
 import torch.distributed as dist
+
+from longctx.training.checkpoint_offload import enable_activation_checkpoint_offload
+from longctx.training.document_layout import decoder_of
 
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 
@@ -41,12 +40,34 @@ def agreed_shard_count(seqlen: int, hidden: int, requested: int | None, device) 
     return shards
 
 
-def tiled_forward(mlp, forward, x, requested: int | None):
+class TileAgreement:
+    """The tile count of each sequence length in this forward: agreed over all ranks by its first MLP call.
+
+    Agreeing costs an all-reduce and a host read (`.item()`), which per MLP call meant 32 syncs a forward and 32
+    more in the recompute for Llama-8B, even at world size 1. Every MLP of one forward (and its recompute) sees
+    the same length, so the decoder's forward pre-hook clears the counts and the first call agrees for all.
+    Cleared per forward on every rank, never kept across steps: the max over ranks changes with their batches.
+    """
+
+    def __init__(self, requested: int | None, per_call: bool = False):
+        self.requested, self.per_call = requested, per_call
+        self.counts: dict[int, int] = {}
+
+    def forget(self, *_hook_args) -> None:
+        self.counts.clear()
+
+    def shards(self, seqlen: int, hidden: int, device) -> int:
+        if self.per_call or seqlen not in self.counts:
+            self.counts[seqlen] = agreed_shard_count(seqlen, hidden, self.requested, device)
+        return self.counts[seqlen]
+
+
+def tiled_forward(mlp, forward, x, agreement: TileAgreement):
     """`forward(x)` in equal sequence tiles through DeepSpeed's TiledMLP; padding rows are zeros and dropped."""
     from deepspeed.runtime.sequence_parallel.ulysses_sp import TiledMLP
 
     seqlen = x.shape[-2]
-    shards = agreed_shard_count(seqlen, x.shape[-1], requested, x.device)
+    shards = agreement.shards(seqlen, x.shape[-1], x.device)
     tile = math.ceil(seqlen / shards)
     pad = tile * shards - seqlen
     if pad:  # zero rows give zero MLP output (no biases) and receive zero gradient, since they are sliced off
@@ -67,6 +88,10 @@ def enable_tiled_mlp(model, shards: int | None = None) -> int:
 
     The module's current forward (Liger's SwiGLU when `use_liger_kernel` patched it) runs on each tile.
     """
+    decoder = decoder_of(model)
+    agreement = TileAgreement(shards, per_call=decoder is None)  # no decoder to hook: agree in every call
+    if decoder is not None:
+        decoder.register_forward_pre_hook(agreement.forget)
     patched = 0
     for module in model.modules():
         if not is_gated_mlp(module):
@@ -74,60 +99,11 @@ def enable_tiled_mlp(model, shards: int | None = None) -> int:
         if any(getattr(getattr(module, name), "bias", None) is not None for name in MLP_PROJECTIONS):
             raise ValueError(f"tiled_mlp: {type(module).__name__} has biases; zero padding would not give zeros")
         # registered in longctx/training/patches.py
-        module.forward = lambda x, _m=module, _f=module.forward: tiled_forward(_m, _f, x, shards)
+        module.forward = lambda x, _m=module, _f=module.forward: tiled_forward(_m, _f, x, agreement)
         patched += 1
     if not patched:
         raise ValueError(f"tiled_mlp: no gate/up/down MLP found in {type(model).__name__}")
     return patched
-
-
-# ---------------------------------------------------------------- activation-checkpoint offload
-
-
-class HostOffload:
-    """Pack/unpack hooks: accelerator tensors go to (pinned) host memory and come back on use.
-
-    On CPU the "offload" is a copy, so the same path runs and is tested; `offloaded` counts the
-    tensors packed (the test uses it to see the path really ran).
-    """
-
-    def __init__(self):
-        self.offloaded = 0
-
-    def pack(self, tensor):
-        if isinstance(tensor, torch.nn.Parameter):
-            return tensor  # ZeRO-3 owns parameters; never copy them
-        self.offloaded += 1
-        pin = tensor.device.type == "cuda"
-        host = torch.empty(tensor.size(), dtype=tensor.dtype, layout=tensor.layout, pin_memory=pin)
-        host.copy_(tensor, non_blocking=pin)
-        return tensor.device, host
-
-    @staticmethod
-    def unpack(packed):
-        if isinstance(packed, torch.Tensor):
-            return packed
-        device, host = packed
-        return host.to(device, non_blocking=True)
-
-
-def enable_activation_checkpoint_offload(model) -> HostOffload:
-    """Wrap each checkpointed layer's forward in the offload hooks; returns the hooks (for their count)."""
-    from transformers.modeling_layers import GradientCheckpointingLayer
-
-    hooks = HostOffload()
-    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
-    if not layers:
-        raise ValueError(f"activation_checkpoint_offload: no checkpointable layer in {type(model).__name__}")
-    for layer in layers:
-        forward = layer.forward  # the class's checkpointing wrapper, bound; module hooks stay outside
-
-        def offloaded(*args, _forward=forward, **kwargs):
-            with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
-                return _forward(*args, **kwargs)
-
-        layer.forward = offloaded  # registered in longctx/training/patches.py
-    return hooks
 
 
 def apply_alst(model, recipe) -> None:

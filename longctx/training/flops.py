@@ -16,9 +16,11 @@ row costs the sum over its documents, not the square of the row. QK^T and AV run
 (H, not the KV head count), 2 FLOPs each per pair and head dimension.
 
 Hardware FLOPs (for HFU) add what is computed twice: gradient checkpointing re-runs every decoder layer's
-forward in backward; TiledMLP recomputes each MLP tile's forward in its backward (on top of the
-checkpoint's recompute); TRL's fused LM head recomputes each logits tile in backward (it never stores
-the logits). Chowdhery et al. 2022 (PaLM, appendix B) define MFU without, HFU with recompute.
+forward in backward (all of it; with selective checkpointing, `gradient_checkpointing_kwargs: {selective: true}`,
+everything but the attention kernel, whose output is kept, so the causal-pair term is not recomputed);
+TiledMLP recomputes each MLP tile's forward in its backward (on top of the checkpoint's recompute); TRL's
+fused LM head recomputes each logits tile in backward (it never stores the logits). Chowdhery et al. 2022
+(PaLM, appendix B) define MFU without, HFU with recompute.
 """
 
 from dataclasses import dataclass
@@ -57,10 +59,17 @@ class FlopCounts:
         return 3 * (tokens * (self.layers + self.head) + self.attention * pairs)
 
     def hardware(
-        self, tokens: float, pairs: float, grad_ckpt: bool, tiled_mlp: bool, fused_head: bool = True
+        self,
+        tokens: float,
+        pairs: float,
+        grad_ckpt: bool,
+        tiled_mlp: bool,
+        fused_head: bool = True,
+        selective: bool = False,
     ) -> float:
         """`model` plus the recomputed forwards: the numerator of HFU."""
-        extra = (tokens * self.layers + self.attention * pairs) if grad_ckpt else 0.0
+        recomputed_attention = 0.0 if selective else self.attention * pairs
+        extra = (tokens * self.layers + recomputed_attention) if grad_ckpt else 0.0
         extra += tokens * self.mlp if tiled_mlp else 0.0
         extra += tokens * self.head if fused_head else 0.0
         return self.model(tokens, pairs) + extra

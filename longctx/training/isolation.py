@@ -22,14 +22,13 @@ entry of `AttentionMaskInterface` and returns no mask when the 2-D attention mas
 express (None or all ones), which is what packed and SP batches carry.
 """
 
-from itertools import pairwise
-
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from longctx.training.varlen import varlen_attention, varlen_kernel
+from longctx.training.document_layout import LAYOUT_KWARG, DocumentLayout, layout_for
+from longctx.training.varlen import save_in_selective_checkpointing, varlen_attention, varlen_kernel
 
 # Only tiny documents are grouped into one sdpa call, while the group spans at most this many tokens. A masked call
 # runs sdpa's math path over the whole L x L block, an unmasked causal call the fused kernel: measured on CPU
@@ -46,10 +45,7 @@ class IsolationError(ValueError):
 
 def document_spans(position_ids: torch.Tensor) -> list[tuple[int, int]]:
     """[start, end) of each document in one row: a document starts at 0 and wherever position_ids do not step by 1."""
-    length = position_ids.shape[-1]
-    starts = (position_ids[1:] - position_ids[:-1] != 1).nonzero().flatten().add(1).tolist()
-    bounds = [0, *starts, length]
-    return list(pairwise(bounds))
+    return DocumentLayout().fill(position_ids[None], 1).spans[0]
 
 
 def plan_calls(spans: list[tuple[int, int]], group_tokens: int | None = None) -> list[list[tuple[int, int]]]:
@@ -89,10 +85,10 @@ def _attend(module, q, k, v, group, dropout, scaling, kwargs) -> torch.Tensor:
     return out
 
 
-def _attend_row(module, q, k, v, position_ids, dropout, scaling, kwargs) -> torch.Tensor:
+def _attend_row(module, q, k, v, spans, dropout, scaling, kwargs) -> torch.Tensor:
     """One row, document by document. `split` rather than slicing: its backward concatenates the pieces'
     gradients once, where each slice's backward would write a zero-filled full-size gradient."""
-    calls = plan_calls(document_spans(position_ids))
+    calls = plan_calls(spans)
     sizes = [g[-1][1] - g[0][0] for g in calls]
     pieces = zip(*(t.split(sizes, dim=2) for t in (q, k, v)), strict=True)
     parts = [_attend(module, *qkv, g, dropout, scaling, kwargs) for qkv, g in zip(pieces, calls, strict=True)]
@@ -100,37 +96,38 @@ def _attend_row(module, q, k, v, position_ids, dropout, scaling, kwargs) -> torc
 
 
 def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """transformers' sdpa, with packed documents (restarting `position_ids`) attending only within themselves."""
+    """transformers' sdpa, with packed documents (restarting `position_ids`) attending only within themselves.
+
+    Where the documents start comes from the forward's `DocumentLayout` (longctx/training/document_layout.py):
+    read to the host by the first call of a forward, reused by the other layers and the recompute.
+    """
     position_ids = kwargs.pop("position_ids", None)
-    packed = (
+    holder = kwargs.pop(LAYOUT_KWARG, None)
+    checkable = (
         _state["enabled"]
         and position_ids is not None
         and query.shape[2] > 1
         and position_ids.shape[-1] == query.shape[2]
-        and bool((position_ids[..., 1:] - position_ids[..., :-1] != 1).any())
     )
-    window = kwargs.get("sliding_window")
-    if not packed and not (window and attention_mask is None):  # a window without its mask: per document below
+    layout = layout_for(holder, position_ids, query.shape[0]) if checkable else None
+    if layout is None or not layout.packed:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    if not packed:
-        position_ids = torch.arange(query.shape[2], device=query.device)[None]
     kernel = varlen_kernel(query, dropout)
     if kernel is not None:
-        out = varlen_attention(kernel, query, key, value, position_ids, scaling, window)
+        out = varlen_attention(kernel, query, key, value, layout, scaling, kwargs.get("sliding_window"))
         return out, None
-    if window:  # the CPU path of a sliding-window layer: per document, in window-sized blocks
-        from longctx.training.sinks import document_attention
-
-        return document_attention(query, key, value, position_ids, scaling, window), None
+    if kwargs.get("sliding_window") is not None:
+        raise IsolationError(
+            "document isolation does not implement sliding-window attention; use flash_attention_2 for this model"
+        )
     kwargs.pop("is_causal", None)
     # The mask (if any) is the model's causal+padding mask; padding is on the right and has position 0, so the
     # per-document split below already covers it (a pad token sees only itself and no real token sees a pad).
-    position_ids = position_ids.expand(query.shape[0], -1)
     rows = [
-        _attend_row(module, q, k, v, pos, dropout, scaling, kwargs)
-        for q, k, v, pos in zip(query.split(1), key.split(1), value.split(1), position_ids.unbind(0), strict=True)
+        _attend_row(module, q, k, v, spans, dropout, scaling, kwargs)
+        for q, k, v, spans in zip(query.split(1), key.split(1), value.split(1), layout.spans, strict=True)
     ]
     return torch.cat(rows, dim=0), None
 
@@ -139,18 +136,17 @@ def isolated_sdpa_mask(*args, attention_mask=None, **kwargs):
     """transformers' sdpa mask, except no mask at all when there is no padding to express.
 
     Without padding, the isolated sdpa needs nothing but position_ids: rows without a break run causal,
-    packed rows are split at their breaks, sliding-window layers apply their window per document (so their
-    `local_size` masks are not built either). Custom mask functions (`use_vmap`) keep the stock mask;
-    switched off (the probe's negative control) it is stock too.
+    packed rows are split at their breaks. Sliding-window layers (`local_size`) and custom mask functions
+    (`use_vmap`) keep the stock mask; switched off (the probe's negative control) it is stock too.
     """
-    plain = not kwargs.get("use_vmap")
+    plain = kwargs.get("local_size") is None and not kwargs.get("use_vmap")
     if _state["enabled"] and plain and (attention_mask is None or bool(attention_mask.all())):
         return None
     return sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
 
 
 def sliding_window_layers(config) -> bool:
-    """Whether any layer of this config uses sliding-window attention (applied per document, see above)."""
+    """Whether any layer of this config uses sliding-window attention, which the isolation does not implement."""
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
     layer_types = getattr(config, "layer_types", None)
     if layer_types is not None:
@@ -161,15 +157,20 @@ def sliding_window_layers(config) -> bool:
 def install_document_isolation(attn_implementation: str, config=None, enabled: bool = True) -> str:
     """Register the isolated sdpa as `sdpa` (before accelerate prepares the model) and say what was done.
 
-    Returns the line the entrypoint prints. Sliding-window layers are isolated too (their window applies inside
-    each document: torch's varlen kernel on GPUs, longctx/training/sinks.py's per-document path on CPU).
+    Returns the line the entrypoint prints. Raises IsolationError for a sliding-window model under sdpa.
     """
     if not enabled:
         return "[isolation] off (`allow_cross_document_attention: true`): packed documents may attend to each other"
     if attn_implementation != "sdpa":
         return f"[isolation] {attn_implementation}: documents are kept apart by the backend from position_ids"
+    if config is not None and sliding_window_layers(config):
+        raise IsolationError(
+            "`attn_implementation: sdpa` with a sliding-window model: document isolation does not implement "
+            "sliding windows; use flash_attention_2, or set `allow_cross_document_attention: true` for unpacked data"
+        )
     AttentionInterface.register("sdpa", isolated_sdpa_attention)  # registered in longctx/training/patches.py
     AttentionMaskInterface.register("sdpa", isolated_sdpa_mask)  # registered in longctx/training/patches.py
+    save_in_selective_checkpointing()  # packed rows' varlen kernel: kept, not recomputed, by selective checkpointing
     _state["enabled"] = True
     return "[isolation] sdpa: packed documents attend only within themselves (split at position_ids == 0)"
 

@@ -8,7 +8,7 @@ the counts are summed over ranks and turned into:
 - `tokens_per_s`, `real_tokens_per_s` and their `_per_gpu` forms (over all tokens / over real tokens);
 - `model_tflops_per_gpu` and, where the device's dense bf16 peak is known, `mfu` (model FLOPs: causal
   attention per document, no recompute) and `hfu` (hardware FLOPs: with the recompute of gradient
-  checkpointing, TiledMLP and TRL's fused LM head);
+  checkpointing, without attention's under selective checkpointing, TiledMLP and TRL's fused LM head);
 - `peak_mem_gib`: the largest over ranks of the accelerator's `max_memory_allocated` since the last log
   (peak RSS of the process on CPU).
 
@@ -53,9 +53,9 @@ def peak_memory_gib() -> float:
 class ThroughputCallback(TrainerCallback):
     """Adds the throughput, FLOPs and memory metrics (module docstring) to each logged training step."""
 
-    def __init__(self, model, *, grad_ckpt: bool, tiled_mlp: bool, pad_token_id: int | None):
+    def __init__(self, model, *, grad_ckpt: bool, tiled_mlp: bool, pad_token_id: int | None, selective: bool = False):
         self.flops = FlopCounts.from_config(model.config)
-        self.recompute = {"grad_ckpt": grad_ckpt, "tiled_mlp": tiled_mlp}
+        self.recompute = {"grad_ckpt": grad_ckpt, "tiled_mlp": tiled_mlp, "selective": selective}
         self.pad_token_id = pad_token_id
         self.peak_flops = device_peak_flops()
         self.counts = [0.0, 0.0, 0.0]  # tokens, real tokens, causal pairs
@@ -125,6 +125,8 @@ def attach_metrics(trainer, recipe) -> ThroughputCallback:
         grad_ckpt=bool(args.gradient_checkpointing),
         tiled_mlp=bool(getattr(recipe, "tiled_mlp", False)),
         pad_token_id=pad,
+        selective=isinstance(args.gradient_checkpointing_kwargs, dict)
+        and bool(args.gradient_checkpointing_kwargs.get("selective")),
     )
     trainer.callback_handler.callbacks.insert(0, callback)
     return callback

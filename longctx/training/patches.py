@@ -115,7 +115,7 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         target="transformers.models.llama.modeling_llama.LlamaDecoderLayer.forward",
-        installed_by="longctx.training.alst:enable_activation_checkpoint_offload",
+        installed_by="longctx.training.checkpoint_offload:enable_activation_checkpoint_offload",
         why="`activation_checkpoint_offload`: each checkpointed decoder layer instance's forward runs under "
         "saved-tensor hooks that move its inputs to host memory; relies on GradientCheckpointingLayer "
         "checkpointing `forward` (not `__call__`) so the bound forward is the checkpoint wrapper",
@@ -125,6 +125,24 @@ PATCHES: tuple[Patch, ...] = (
             (
                 "transformers.modeling_layers.GradientCheckpointingLayer",
                 "4d3925c00d58b7716e79c36b26c2ff878bec6356c3a512193269b3c3542ec815",
+            ),
+        ),
+    ),
+    Patch(
+        target="trl.models.selective_activation_checkpointing._aten_attention_ops",
+        installed_by="longctx.training.varlen:save_in_selective_checkpointing",
+        why="TRL's selective checkpointing saves attention ops it knows (sdpa's aten ops, flash-attn by name); the "
+        "returned set gains torch's varlen op (`torch_attn::_varlen_attn`), which packed rows run on a GPU",
+        written_against="trl==1.16.0, torch==2.13.0",
+        source_sha256="0c6a2ec717ee5fef497849b72304e73f06d03cc0bf4fca2f87328a6268abe726",
+        relies_on=(
+            (
+                "trl.models.selective_activation_checkpointing.enable_selective_activation_checkpointing",
+                "6170c9d5d9aad63251f46207d0dd0b640746045b786c7aa53c2ef1f494e04bb0",
+            ),
+            (
+                "torch.nn.attention.varlen.varlen_attn",
+                "36722f83c5a8ca36f20ffd63b23896b455b83cce6c978ce5ffae5f37b6a5c8df",
             ),
         ),
     ),
@@ -269,6 +287,24 @@ OVERRIDES: tuple[Override, ...] = (
         why="loss only (no logits gathered) and `eval_loss` replaced by the mean over every label token",
         written_against="transformers==5.23.0",
         source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
+    ),
+    Override(
+        method="transformers.trainer.Trainer._save",
+        overridden_by=f"{TRAINER}._save",
+        why="also writes the effective model config (the recipe's overrides, e.g. its rope) beside a LoRA adapter, "
+        "which PEFT saves without one; relies on save_model calling _save for the output and every checkpoint",
+        written_against="transformers==5.23.0, peft==0.21.2",
+        source_sha256="b136889e8792837686efc159b5297c5cc60d68d75102d0b0c643c136c57223ce",
+        relies_on=(
+            (
+                "transformers.trainer.Trainer.save_model",
+                "705727ee10c8f24f7a768d9905db4c488931b05fcc42b5ee9e17333419a4797c",
+            ),
+            (
+                "peft.peft_model.PeftModel.save_pretrained",
+                "9f3bb891b8baed3d24c1aedbec9237c60ed65c36913baec4d6ca199d719b9a76",
+            ),
+        ),
     ),
 )
 

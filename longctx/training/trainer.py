@@ -12,9 +12,11 @@ no method can reach (attention registries, module-level names) is installed once
 from trl import SFTTrainer
 
 from longctx.training.alst import apply_alst
+from longctx.training.document_layout import install_document_layout
 from longctx.training.isolation import keep_packed_positions, require_position_ids
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
+from longctx.training.model_config import save_effective_config
 from longctx.training.moe import protect_expert_routing
 from longctx.training.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.sp_eval import TokenLoss, label_tokens, report_token_mean, sp_eval_dataloader, sp_eval_loss
@@ -42,8 +44,12 @@ class LongContextSFTTrainer(SFTTrainer):
         """Per model instance, after TRL applied PEFT and Liger and before DeepSpeed wraps the model in `train()`;
         other models in the process are untouched. One line per fix."""
         require_position_ids(self.model, self.recipe, self.args)  # a packed batch without them is an error
+        attention = getattr(self.model.config, "_attn_implementation", None)  # Ulysses renames it only in train()
+        install_document_layout(self.model, self.recipe, attention)  # documents' starts read once a forward
         apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
         protect_expert_routing(self)  # ZeRO-3: blocks of per-expert modules gathered whole (ranks route differently)
+        if getattr(self.model.gradient_checkpointing_enable, "_is_sac_wrapped", False):  # TRL's `selective: true`
+            self.accelerator.print("[checkpointing] selective: attention outputs kept, the rest recomputed")
 
     def add_run_callbacks(self) -> None:
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""
@@ -86,6 +92,16 @@ class LongContextSFTTrainer(SFTTrainer):
         if self.weights_sp_loss_by_step:
             count_step_label_tokens(self, batch_samples)
         return batch_samples, num_items_in_batch
+
+    # ---- saving
+
+    def _save(self, output_dir=None, state_dict=None):
+        """Also the effective model config beside a LoRA adapter, which PEFT saves without one (its folder would
+        reload the base with native rope: longctx/training/model_config.py). Called for the output and every
+        checkpoint, on the ranks that write."""
+        super()._save(output_dir, state_dict)
+        if self.args.should_save:
+            save_effective_config(self.accelerator.unwrap_model(self.model), output_dir or self.args.output_dir)
 
     # ---- evaluation: sharded like training, one token-weighted eval loss (longctx/training/sp_eval.py)
 

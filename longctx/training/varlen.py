@@ -21,22 +21,19 @@ import inspect
 
 import torch
 
+from longctx.training.document_layout import DocumentLayout
+
 _kernel_override: dict = {"fn": None}  # tests dispatch to a CPU reference with the kernel's signature
 
 
 def cu_seqlens(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
     """(int32 cumulative offsets [N + 1] over the flattened [B, S] batch, longest document length).
 
-    A document starts at the start of each row and wherever position_ids do not step by exactly 1. The
-    longest length is read to the host once per call: the kernel sizes its grid from it.
+    A document starts at the start of each row and wherever position_ids do not step by exactly 1
+    (longctx/training/document_layout.py holds the rule; in training it is read once per forward).
     """
-    batch, length = position_ids.shape
-    starts = torch.ones_like(position_ids, dtype=torch.bool)
-    starts[:, 1:] = position_ids[:, 1:] - position_ids[:, :-1] != 1
-    offsets = starts.flatten().nonzero().flatten()
-    total = torch.tensor([batch * length], device=offsets.device, dtype=offsets.dtype)
-    cu = torch.cat([offsets, total]).to(torch.int32)
-    return cu, int((cu[1:] - cu[:-1]).max())
+    layout = DocumentLayout().fill(position_ids, position_ids.shape[0])
+    return layout.cu_seqlens, layout.longest
 
 
 def varlen_kernel(query: torch.Tensor, dropout: float):
@@ -80,14 +77,15 @@ def set_kernel(fn) -> None:
     _kernel_override["fn"] = fn
 
 
-def varlen_attention(kernel, query, key, value, position_ids, scaling=None, sliding_window=None) -> torch.Tensor:
+def varlen_attention(kernel, query, key, value, layout: DocumentLayout, scaling=None, sliding_window=None):
     """Isolated causal attention over packed rows in one kernel call: [B, H, S, D] in, [B, S, H, D] out.
 
-    `sliding_window` follows transformers (a query sees at most that many keys, itself included), so the
-    kernel's left window is one less, as transformers' FlashAttention integration passes it.
+    `layout` (longctx/training/document_layout.py) holds the offsets on the device and the longest document on
+    the host, read once per forward, so this call makes no host sync. `sliding_window` follows transformers (a
+    query sees at most that many keys, itself included), so the kernel's left window is one less, as
+    transformers' FlashAttention integration passes it.
     """
     batch, heads, length, dim = query.shape
-    cu, longest = cu_seqlens(position_ids.expand(batch, -1))
 
     def flat(t):
         return t.transpose(1, 2).reshape(batch * length, t.shape[1], dim)
@@ -97,12 +95,40 @@ def varlen_attention(kernel, query, key, value, position_ids, scaling=None, slid
         flat(query),
         flat(key),
         flat(value),
-        cu,
-        cu,
-        longest,
-        longest,
+        layout.cu_seqlens,
+        layout.cu_seqlens,
+        layout.longest,
+        layout.longest,
         scale=scaling,
         window_size=window,
         enable_gqa=key.shape[1] != heads,
     )
     return out.view(batch, length, heads, dim)
+
+
+def save_in_selective_checkpointing() -> None:
+    """Make TRL's selective activation checkpointing keep this kernel's output, as it keeps sdpa's (idempotent).
+
+    TRL 1.16 (`gradient_checkpointing_kwargs: {selective: true}`) saves the attention op's outputs through torch's
+    selective-checkpoint API, and recognises attention by sdpa's aten overloads or by "flash_attn" in the op's
+    name. Torch's varlen kernel, which packed rows run on a GPU, is the custom op `torch_attn::_varlen_attn`:
+    neither, so packed attention would still be recomputed. TRL builds its policy from the module-level
+    `_aten_attention_ops()` when it enables checkpointing, so adding the op there covers it.
+    """
+    from trl.models import selective_activation_checkpointing as sac
+
+    if getattr(sac._aten_attention_ops, "with_varlen", False):
+        return
+    upstream = sac._aten_attention_ops
+
+    def attention_ops() -> set:
+        ops = upstream()
+        try:
+            import torch.nn.attention.varlen  # defines the torch_attn ops
+
+            return ops | {torch.ops.torch_attn._varlen_attn.default}
+        except (ImportError, AttributeError):  # a torch without (this name of) the op: packed rows never reach it
+            return ops
+
+    attention_ops.with_varlen = True
+    sac._aten_attention_ops = attention_ops  # registered in longctx/training/patches.py

@@ -7,9 +7,14 @@ only says, before anything is built, when a recipe sets them in a way that canno
 import json
 
 from longctx.config.architectures import find_model_config
-from longctx.config.problems import Problem, error
+from longctx.config.paths import REPO_ROOT
+from longctx.config.problems import Problem, error, warning
 from longctx.config.rules.model_config import model_config_problems
 
+SELECTIVE = "gradient_checkpointing_kwargs.selective"
+# attention that runs as one op whose output TRL's selective checkpointing can keep (sdpa: its aten ops and, for
+# packed rows on a GPU, torch's varlen op; the flash-attn package's ops by name)
+ONE_OP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 
@@ -53,9 +58,56 @@ def alst_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     if recipe.activation_checkpoint_offload and not checkpointing:
         msg = "offloads the inputs of checkpointed layers, so it needs gradient checkpointing"
         problems.append(error(source, "activation_checkpoint_offload", msg, "set `gradient_checkpointing: true`"))
+    problems += selective_checkpointing_problems(recipe, sft, model, topo, source, checkpointing)
     problems += model_config_problems(recipe, source)
     problems += moe_tiled_mlp_problems(recipe, model, source)
     if sft.use_liger_kernel and sft.use_cpu:
         msg = "needs Triton on a GPU"
         problems.append(error(source, "use_liger_kernel", msg, "set it false for a CPU recipe"))
     return problems
+
+
+def selective_checkpointing_problems(recipe, sft, model, topo, source: str, checkpointing: bool) -> list[Problem]:
+    """`gradient_checkpointing_kwargs: {selective: true}` (TRL's selective activation checkpointing: attention's
+    output kept, the rest of each layer recomputed) where it cannot run: what TRL would raise only when the
+    trainer is built, and an attention that is not one op (nothing would be kept)."""
+    kwargs = getattr(sft, "gradient_checkpointing_kwargs", None)
+    kwargs = kwargs if isinstance(kwargs, dict) else {}
+    if not kwargs.get("selective"):
+        return []
+    problems = []
+    if not checkpointing:
+        msg = "keeps attention's output inside checkpointed layers, so it needs gradient checkpointing"
+        problems.append(error(source, SELECTIVE, msg, "set `gradient_checkpointing: true`"))
+    if kwargs.get("use_reentrant"):
+        msg = "runs through torch's selective-checkpoint API, which needs non-reentrant checkpointing"
+        problems.append(error(source, SELECTIVE, msg, "set `use_reentrant: false` (or leave it unset)"))
+    if getattr(model, "use_peft", False) and deepspeed_zero_stage(topo) == 3:
+        msg = "with LoRA under ZeRO-3, TRL forces reentrant checkpointing, which selective checkpointing cannot use"
+        problems.append(error(source, SELECTIVE, msg, "drop `selective` for this LoRA recipe"))
+    attention = getattr(model, "attn_implementation", None)
+    if attention is not None and attention not in ONE_OP_ATTENTION:
+        msg = f"keeps the attention kernel's output, but `{attention}` attention is many ops and would be recomputed"
+        problems.append(error(source, SELECTIVE, msg, "use `attn_implementation: sdpa` (or a flash attention)"))
+    if getattr(recipe, "activation_checkpoint_offload", False):
+        msg = (
+            "keeps every layer's attention output on the GPU (about as much as the layer inputs checkpoint offload "
+            "moves to the host: torch's selective-checkpoint cache is not offloaded)"
+        )
+        fix = "keep both only if `make plan` shows it fits; else drop `selective` (attention is then recomputed)"
+        problems.append(warning(source, SELECTIVE, msg, fix))
+    return problems
+
+
+def deepspeed_zero_stage(topo) -> int | None:
+    """The ZeRO stage of the DeepSpeed JSON the topology names; None when there is none or it is unreadable
+    (preflight's file checks report that)."""
+    path = getattr(topo, "deepspeed_config_file", None)
+    if not path:
+        return None
+    try:
+        config = json.loads((REPO_ROOT / path).read_text())
+    except (OSError, ValueError):
+        return None
+    zero = config.get("zero_optimization") if isinstance(config, dict) else None
+    return zero.get("stage") if isinstance(zero, dict) else None

@@ -11,7 +11,7 @@ import torch
 from transformers import TrainerCallback
 
 from longctx.training.mesh import sp_coordinates
-from longctx.training.retrieval.scoring import cells, shard_sums, verdict
+from longctx.training.retrieval.scoring import cells, dp_share, shard_sums, verdict
 from longctx.training.retrieval.tasks import grid
 
 SLICE_TASKS, SLICE_DEPTHS = ("passkey", "multikey"), (0.0, 0.5, 1.0)
@@ -33,9 +33,10 @@ class RetrievalCallback(TrainerCallback):
         sums = torch.zeros(len(self.examples), 3, dtype=torch.float64, device=acc.device)
         model.eval()
         try:
-            for i, ex in enumerate(self.examples):
-                if i % dp == dp_rank:
-                    sums[i] = shard_sums(model, ex, sp, sp_rank, acc.device).to(acc.device)
+            for i, keep in dp_share(len(self.examples), dp, dp_rank):  # as many forwards on every rank (ZeRO-3)
+                part = shard_sums(model, self.examples[i], sp, sp_rank, acc.device).to(acc.device)
+                if keep:  # a padding repeat's sums are dropped
+                    sums[i] = part
         finally:
             model.train()
         if acc.num_processes > 1:

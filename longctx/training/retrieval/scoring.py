@@ -24,6 +24,18 @@ def shard(values: list[int], sp_rank: int, sp_size: int) -> list[int]:
     return values[sp_rank * n : (sp_rank + 1) * n]
 
 
+def dp_share(count: int, dp: int, dp_rank: int) -> list[tuple[int, bool]]:
+    """(example index, keep) for each forward data-parallel group `dp_rank` runs: every dp-th example, the list
+    padded to a multiple of dp with repeats of example 0 whose results are dropped.
+
+    Why: under ZeRO-3 every forward all-gathers the parameters across all ranks, so every rank must run the same
+    number of forwards; with a count not divisible by dp the short groups stop while the others still gather
+    (gloo aborts with a collective mismatch, NCCL hangs until its timeout).
+    """
+    padded = count + (-count) % dp if count else 0
+    return [(i if i < count else 0, i < count) for i in range(dp_rank, padded, dp)]
+
+
 def answer_sums(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """[answer tokens, tokens whose argmax is the target, sum of target log-probs] for the scored positions.
 
