@@ -34,7 +34,7 @@ def test_parameters_count_every_expert_and_activations_the_active_ones():
     """20.9B parameters (meta-device count of transformers' GptOssForCausalLM: 20,914,757,184; the plan leaves out
     biases and sinks, 0.03%), 3.6B of them active per token besides the input embedding (OpenAI's figure)."""
     arch = Arch.from_config(json.loads((SNAPSHOT / "config.json").read_text()))
-    assert (arch.experts, arch.active, arch.intermediate) == (32, 4, 2880)
+    assert (arch.experts, arch.top_k, arch.expert_intermediate, arch.moe_layers) == (32, 4, 2880, 24)
     assert arch.params == pytest.approx(20_914_757_184, rel=1e-3)
     assert arch.active_params - arch.vocab * arch.hidden == pytest.approx(3.6e9, rel=0.01)
 

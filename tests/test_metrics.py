@@ -108,10 +108,11 @@ def test_linear_flops_count_the_parameters(snapshot):
     params = sum(p.numel() for p in model.parameters())
     if not config.tie_word_embeddings:
         params -= model.get_input_embeddings().weight.numel()  # a lookup, no FLOPs
-    experts = getattr(config, "num_local_experts", 0)
+    text = config.get_text_config()
+    experts = getattr(text, "num_local_experts", 0) or getattr(text, "num_experts", 0)
     if experts:  # a token runs through its top-k experts only: MFU counts active parameters
         expert_weights = sum(p.numel() for n, p in model.named_parameters() if ".mlp.experts." in n)
-        params -= expert_weights * (experts - config.num_experts_per_tok) // experts
+        params -= expert_weights * (experts - text.num_experts_per_tok) // experts
     counts = FlopCounts.from_config(config)
     linear = LinearAttention.from_config(config.get_text_config().to_dict())
     recurrence = linear.layers * linear.forward_flops_per_token() if linear else 0.0

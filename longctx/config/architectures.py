@@ -36,3 +36,20 @@ def find_model_config(name: str, config_source: str | None = None) -> Path | Non
         return cached
     shipped = ARCHITECTURES_DIR / name / "config.json"
     return shipped if shipped.is_file() else None
+
+
+def moe_sizes(config: dict) -> dict:
+    """Arch's MoE fields from a config (Qwen3-MoE keys, gpt-oss/Mixtral's `num_local_experts`); {} when dense.
+
+    Which layers are MoE follows transformers' Qwen3-MoE rule: not in `mlp_only_layers`, and every
+    `decoder_sparse_step`-th layer (1: all); gpt-oss and Mixtral have neither key, so every layer is MoE.
+    """
+    experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
+    if not experts:
+        return {}
+    layers, step = int(config["num_hidden_layers"]), int(config.get("decoder_sparse_step") or 1)
+    dense = set(config.get("mlp_only_layers") or [])
+    moe_layers = sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
+    top_k = int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 1)
+    width = int(config.get("moe_intermediate_size") or config["intermediate_size"])
+    return {"experts": experts, "top_k": top_k, "expert_intermediate": width, "moe_layers": moe_layers}

@@ -49,6 +49,7 @@ FAMILY_TOKENS = {
         "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<|vision_start|>"],
     },
 }
+FAMILY_TOKENS["qwen3_moe"] = FAMILY_TOKENS["qwen3"]  # Qwen3-30B-A3B: the Qwen3 tokenizer and chat template
 
 
 def family(config: dict) -> str:
@@ -137,5 +138,17 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
         f"{mini['num_attention_heads']} query / {mini['num_key_value_heads']} KV heads (real "
         f"{config['num_hidden_layers']} layers, hidden {config['hidden_size']}, {config['num_attention_heads']} / "
         f"{config.get('num_key_value_heads')}), random weights; rope, tied embeddings and layer types as the real one"
+        + experts_note(config, mini)
     )
     return notes
+
+
+def experts_note(config: dict, mini: dict) -> str:
+    """ ", N experts top-k (real E top-K)" for a mixture-of-experts model, "" for a dense one."""
+    key = next((k for k in ("num_experts", "num_local_experts") if config.get(k)), None)
+    if key is None:
+        return ""
+    top = next((k for k in ("num_experts_per_tok", "experts_per_token") if config.get(k)), None)
+    real_top, mini_top = (config[top], mini[top]) if top else ("?", "?")
+    kept = "router aux loss as the recipe sets it"
+    return f"; {mini[key]} experts top-{mini_top} (real {config[key]} top-{real_top}), {kept}"

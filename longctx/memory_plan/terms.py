@@ -116,7 +116,7 @@ def mlp(arch: Arch, s: int, tiled_mlp: bool, shards: int | None, kernels: str = 
     tiles = (shards or max(math.ceil(s / arch.hidden), 1)) if tiled_mlp else 1
     # the expert loop (transformers' GptOssExperts, Qwen3MoeExperts) also gathers each routed token's hidden state,
     # and keeps the expert's output and its weighted copy: 3 x s x h per active expert (read from the code)
-    routed = 3 * s * arch.hidden * arch.active * BF16
+    routed = 3 * s * arch.hidden * arch.top_k * BF16
     # Liger's SwiGLU does not replace an expert block (gpt-oss's clamped experts, Qwen3-MoE's expert loop)
     per_unit = copies("hf" if arch.experts else kernels)["mlp"]
     return (per_unit * s * arch.active_intermediate * BF16 + routed) / tiles

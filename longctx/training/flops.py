@@ -10,7 +10,7 @@ training on GPU clusters", eq. 3, before its recompute factor):
 P_layers counts the matmul weights of the decoder layers with their real K/V width (GQA: k and v
 projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs). A
 mixture of experts counts what a token runs through: the router and its top-k experts (MFU on active
-parameters; gpt-oss-20b: 3.6B of 20.9B).
+parameters; gpt-oss-20b: 3.6B of 20.9B), and a MoE model's dense layers (Qwen3-MoE `mlp_only_layers`) their MLP.
 `head_positions` are the positions TRL's fused LM head projects: on Triton devices (CUDA) only those whose
 next-token label is not -100 (about 7% of the linear FLOPs are the head's, for assistant-only rows most of
 it skipped), elsewhere every position of the row (`trl.trainer.utils.add_fused_lm_head`).
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
+from longctx.config.architectures import moe_sizes
 from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
@@ -57,16 +58,12 @@ class FlopCounts:
         hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or hidden // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
-        experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None) or 0
-        if experts:  # the router and the top-k experts a token runs through
-            width = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
-            mlp = 3 * hidden * width * config.num_experts_per_tok + hidden * experts
-        else:
-            mlp = 3 * hidden * config.intermediate_size
+        as_dict = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+        mlp = active_mlp_params(as_dict)
         types = getattr(config, "layer_types", None) or []
         window = getattr(config, "sliding_window", None) if "sliding_attention" in types else None
         sliding = sum(kind == "sliding_attention" for kind in types) if window else 0
-        linear = LinearAttention.from_config(config.to_dict() if hasattr(config, "to_dict") else vars(config))
+        linear = LinearAttention.from_config(as_dict)
         softmax = layers - (linear.layers if linear else 0)
         q_width = heads * (2 if gated_attention(config) else 1)  # Qwen3.5's q_proj also emits the output gate
         per_token = 2.0 * (softmax * hidden * head_dim * (q_width + heads + 2 * kv) + layers * mlp)
@@ -107,6 +104,17 @@ class FlopCounts:
         extra += tokens * self.mlp if tiled_mlp else 0.0
         extra += head * self.head if fused_head else 0.0
         return self.model(tokens, pairs, head, windowed_pairs) + extra
+
+
+def active_mlp_params(config: dict) -> float:
+    """Mean MLP weights a token runs per layer: the gated MLP, or in MoE layers its top_k experts and the router."""
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    moe = moe_sizes(config)
+    if not moe:
+        return 3 * hidden * config["intermediate_size"]
+    dense = 3 * hidden * (config.get("intermediate_size") or 0)
+    active = moe["top_k"] * 3 * hidden * moe["expert_intermediate"] + hidden * moe["experts"]
+    return (moe["moe_layers"] * active + (layers - moe["moe_layers"]) * dense) / layers
 
 
 def causal_pairs(position_ids: torch.Tensor, window: int | None = None) -> int:

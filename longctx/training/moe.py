@@ -8,9 +8,10 @@ gathers expert 1: the collectives stop pairing up and training hangs or mixes th
 answer is a leaf module (`deepspeed.utils.set_z3_leaf_modules`): ZeRO-3 gathers all of the block's
 parameters on entry to the block, which every rank enters.
 
-What tests/test_moe_zero3_routing.py establishes on gloo: transformers 5.23's MoE blocks (Qwen3-MoE,
-gpt-oss) keep all experts in one module of 3-D parameters, which every rank enters, so they need nothing;
-a block of per-expert modules hangs (or mixes shards) without the leaf flag and trains with it. So
+What tests/test_moe_zero3_routing.py establishes on gloo: transformers 5.23's MoE blocks (Qwen3-MoE tested;
+gpt-oss's `GptOssExperts` has the same layout) keep all experts in one module of 3-D parameters, which every
+rank enters, so they need nothing; a block of per-expert modules fails (or hangs) without the leaf flag and
+trains with it. So
 `make_expert_blocks_zero3_leaves` flags exactly the blocks that hold their experts as a `ModuleList`.
 """
 
@@ -28,6 +29,7 @@ def per_expert_blocks(model) -> list[type]:
 
 
 def zero_stage(accelerator) -> int | None:
+    """The DeepSpeed ZeRO stage the accelerator will build the engine with, None without DeepSpeed."""
     plugin = getattr(getattr(accelerator, "state", None), "deepspeed_plugin", None)
     return getattr(plugin, "zero_stage", None) if plugin is not None else None
 
@@ -43,11 +45,11 @@ def make_expert_blocks_zero3_leaves(model) -> list[str]:
     return [cls.__name__ for cls in classes]
 
 
-def protect_expert_routing(trainer) -> str:
-    """The entrypoint's one call: under ZeRO-3, leaf-flag per-expert MoE blocks; "" or a line to print."""
+def protect_expert_routing(trainer) -> list[str]:
+    """The trainer's per-model fix: under ZeRO-3, leaf-flag per-expert MoE blocks (printed); the flagged classes."""
     if zero_stage(trainer.accelerator) != 3:
-        return ""
+        return []
     names = make_expert_blocks_zero3_leaves(trainer.model)
-    if not names:
-        return ""
-    return f"[moe] ZeRO-3 gathers each {', '.join(names)} whole (leaf module): ranks route to different experts"
+    if names and trainer.accelerator.is_main_process:
+        print(f"[moe] ZeRO-3 gathers each {', '.join(names)} whole (leaf module): ranks route to different experts")
+    return names

@@ -93,7 +93,8 @@ def exact_aux_loss(logits, config, attention_mask, group) -> torch.Tensor:
 
 
 def forward_with_exact_router_aux(accelerator, model, inputs, group):
-    """(outputs, the shard's LM token mean, the aux term to add to the SP loss); (outputs, outputs.loss, 0) if no MoE."""
+    """(outputs, the shard's LM token mean, the aux term to add to the SP loss); (outputs, outputs.loss, 0) without
+    router logits (a dense model, or the aux loss off)."""
     with recorded_router_logits(model) as logits:
         outputs = model(**inputs)
     if getattr(outputs, "aux_loss", None) is None or not logits:

@@ -48,15 +48,18 @@ class PerExpertBlock(torch.nn.Module):
 
 
 class Model(torch.nn.Module):
-    """The block inside a model (ZeRO-3 re-gathers a submodule's parameters for its backward, not the root's)."""
+    """The block between two layers, as in a decoder: its input needs a gradient (an embedding's output does), so
+    ZeRO-3's backward hooks on the block fire as they do in training; its output feeds a head."""
 
     def __init__(self, block):
         super().__init__()
+        self.stem = torch.nn.Linear(HIDDEN, HIDDEN)
+        torch.nn.init.zeros_(self.stem.weight), torch.nn.init.zeros_(self.stem.bias)  # routing stays as forced
         self.block = block
         self.head = torch.nn.Linear(HIDDEN, 1)
 
     def forward(self, x):
-        return self.head(self.block(x))
+        return self.head(self.block(x + self.stem(x)))
 
 
 def build(case: str):
@@ -69,7 +72,7 @@ def build(case: str):
     torch.manual_seed(0)
     block = Qwen3MoeSparseMoeBlock(config) if case == "fused" else PerExpertBlock(config)
     with torch.no_grad():
-        for name, p in block.named_parameters():
+        for p in block.parameters():
             p.normal_(0, 0.5)
         gate = block.gate.weight
         gate.zero_()
@@ -112,7 +115,9 @@ def run_case(case: str, rank: int) -> str:
         engine.step()
         torch.distributed.barrier()
     except (RuntimeError, ValueError) as exc:
-        import traceback; traceback.print_exc()
+        import traceback
+
+        traceback.print_exc()
         return f"failed: {str(exc).splitlines()[0][:200]}"
     if not torch.allclose(out, want, atol=1e-5):
         return f"wrong: forward differs from the block without ZeRO by {(out - want).abs().max().item():.3g}"
