@@ -51,3 +51,22 @@ def test_memory_plan_counts_every_expert_in_states_and_the_active_ones_in_activa
     # 30.5B: all 128 experts of 48 layers (Arch leaves out Qwen3's q/k norms, 256 weights a layer)
     assert arch.params == sum(p.numel() for p in model.parameters()) - 48 * 256
     assert arch.active_intermediate == 8 * 768  # a token runs 8 experts of width 768 (the dense size is 6144)
+
+
+def test_dense_layers_of_a_moe_model_keep_their_mlp():
+    """Qwen3-MoE's `mlp_only_layers` and `decoder_sparse_step` leave some layers dense: the plan counts their MLP,
+    and the MoE layers' experts (all in states, top-k of them active), against the model built on the meta device."""
+    from transformers import Qwen3MoeConfig
+
+    sizes = {"hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32, "vocab_size": 100}
+    heads = {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "tie_word_embeddings": False}
+    moe = {"num_experts": 4, "num_experts_per_tok": 2, "mlp_only_layers": [1], "decoder_sparse_step": 2}
+    config = {"model_type": "qwen3_moe", "num_hidden_layers": 4, **sizes, **heads, **moe}
+    arch = Arch.from_config(config)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(Qwen3MoeConfig(**config))
+    assert arch.moe_layers == 1  # layer 3: 0 and 2 are off the step, 1 is in mlp_only_layers
+    total = sum(p.numel() for p in model.parameters()) - 4 * 2 * 16  # less Qwen3's q/k norms (head_dim each)
+    assert arch.params == total
+    experts = sum(p.numel() for n, p in model.named_parameters() if ".mlp.experts." in n)
+    assert arch.active_params == total - experts // 2  # 2 of 4 experts idle per token
