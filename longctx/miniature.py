@@ -6,12 +6,14 @@ embeddings and the MLP's shape ratio. Only sizes shrink: 2 layers, hidden 64, he
 A hybrid model keeps enough layers to hold every layer type (Qwen3.5: three Gated DeltaNet layers and a softmax
 one) and its linear-attention value/key head ratio, with sp key heads (each rank runs one, as each rank of the
 real run runs whole heads); of a multimodal checkpoint the language model (what AutoModelForCausalLM trains).
-A new model type whose config has other size keys (experts, a vision tower) extends `miniature_config`.
+Mixture-of-experts models keep their routing at 8 experts at most (`miniature_experts`).
+A new model type whose config has other size keys (a vision tower) extends `miniature_config`.
 """
 
 from longctx.config.linear_layers import text_config
 
 LAYERS, HIDDEN, HEAD_DIM = 2, 64, 8
+MAX_EXPERTS = 8
 
 
 def scaled_heads(config: dict, sp: int) -> tuple[int, int]:
@@ -43,8 +45,9 @@ def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids
         **(token_ids or {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}),
     )
     if real_head_dim * int(config["num_attention_heads"]) != config["hidden_size"]:
-        mini["hidden_size"] = round(
-            heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"])
+        # a multiple of 8: torch's grouped_mm (transformers' expert kernels) needs 16-byte strides
+        mini["hidden_size"] = 8 * max(
+            round(heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"]) / 8), 1
         )
     if isinstance(config.get("layer_types"), list):
         kinds = config["layer_types"]
@@ -54,6 +57,28 @@ def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids
         ratio = int(config["linear_num_value_heads"]) // int(config["linear_num_key_heads"])
         mini.update(linear_num_key_heads=sp, linear_num_value_heads=ratio * sp)
         mini.update(linear_key_head_dim=HEAD_DIM, linear_value_head_dim=HEAD_DIM)
+    mini.pop("quantization_config", None)  # random weights are never quantized (gpt-oss's Hub experts are MXFP4)
     if "max_window_layers" in config:
         mini["max_window_layers"] = min(int(config["max_window_layers"]), LAYERS)
+    mini.update(miniature_experts(config, mini["hidden_size"], mini["num_hidden_layers"]))
+    return mini
+
+
+def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
+    """Mixture of experts at tiny size: at most MAX_EXPERTS experts, top-k at most half of them, each expert's
+    MLP ratio kept, dense layers (`mlp_only_layers`) kept where they fall in the miniature's layers."""
+    mini = {}
+    for key in ("num_experts", "num_local_experts"):
+        if config.get(key):
+            mini[key] = min(int(config[key]), MAX_EXPERTS)
+    if not mini:
+        return {}
+    experts = next(iter(mini.values()))
+    for key in ("num_experts_per_tok", "experts_per_token"):
+        if config.get(key):
+            mini[key] = max(1, min(int(config[key]), experts // 2))
+    if config.get("moe_intermediate_size"):
+        mini["moe_intermediate_size"] = max(1, round(hidden * config["moe_intermediate_size"] / config["hidden_size"]))
+    if isinstance(config.get("mlp_only_layers"), list):
+        mini["mlp_only_layers"] = [i for i in config["mlp_only_layers"] if i < layers]
     return mini

@@ -84,12 +84,16 @@ def test_training_template_renders_like_the_stock_one(recipe, raw, case):
     assert text == render(stock, conversation)[0]
     answers = [m for m in conversation if m["role"] == "assistant"]
     assert len(spans) == len(answers)
-    ends = ("<|eot_id|>", "<|im_end|>")
+    # harmony (gpt-oss): <|return|> ends the last answer, <|end|> earlier ones, <|call|> a tool call; TRL's gpt-oss
+    # training template marks each assistant branch from its `<|start|>assistant` header, which the model itself
+    # emits between its analysis and final messages
+    ends = ("<|eot_id|>", "<|im_end|>", "<|return|>", "<|end|>", "<|call|>")
     for (start, end), message in zip(spans, answers, strict=True):
         marked = text[start:end]
         assert marked.endswith(ends), marked  # the end-of-turn token is trained: the model learns to stop
         assert (message["content"].strip().split("</think>")[-1].strip() or "lookup") in marked
         assert "<|start_header_id|>" not in marked and "<|im_start|>" not in marked  # headers are prompt
+        assert "<|start|>user" not in marked and "<|start|>functions" not in marked
 
 
 def test_stock_templates_have_no_markers():

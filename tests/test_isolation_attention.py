@@ -15,7 +15,6 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from longctx.training import isolation
 from longctx.training.isolation import (
-    IsolationError,
     document_spans,
     isolated_sdpa_attention,
     plan_calls,
@@ -115,8 +114,15 @@ def test_plan_groups_short_documents_and_keeps_masks_small():
         assert call[-1][1] - call[0][0] <= 2048
 
 
-def test_sliding_window_is_refused():
-    pos = positions([8, 8])[None]
+@pytest.mark.parametrize("lengths", [[8, 8], [16]], ids=["packed", "one document"])
+def test_sliding_window_applies_inside_each_document(lengths):
+    """A window (4) on packed and unpacked rows without a mask: the reference's document mask, banded."""
+    pos = positions(lengths)[None]
     q, k, v = qkv(1, 16)
-    with pytest.raises(IsolationError, match="sliding-window"):
-        isolated_sdpa_attention(MODULE, q, k, v, None, position_ids=pos, sliding_window=4)
+    out, _ = isolated_sdpa_attention(MODULE, q, k, v, None, position_ids=pos, sliding_window=4)
+    doc = (pos == 0).cumsum(-1)
+    i, j = torch.arange(16)[:, None], torch.arange(16)[None, :]
+    mask = (j <= i) & (j > i - 4) & (doc[:, :, None] == doc[:, None, :])
+    k2, v2 = (t.repeat_interleave(HEADS // KV_HEADS, dim=1) for t in (k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(q, k2, v2, attn_mask=mask[:, None]).transpose(1, 2)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)

@@ -30,15 +30,19 @@ HEADS, KV_HEADS, DIM = 4, 2, 8
 
 def reference_varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
                           enable_gqa=False, **_):  # fmt: skip
-    """torch.nn.attention.varlen.varlen_attn's contract, the slow way: causal sdpa per document span."""
-    assert window_size == (-1, 0) and cu_seq_q is cu_seq_k and cu_seq_q.dtype == torch.int32
+    """torch.nn.attention.varlen.varlen_attn's contract, the slow way: causal sdpa per document span, and a
+    `window_size` of (left, 0) keeps a query's own key and `left` keys before it."""
+    left, right = window_size
+    assert right == 0 and left >= -1 and cu_seq_q is cu_seq_k and cu_seq_q.dtype == torch.int32
     assert max_q == int((cu_seq_q[1:] - cu_seq_q[:-1]).max())
     reference_varlen_attn.calls += 1
     outs = []
     for start, end in zip(cu_seq_q[:-1].tolist(), cu_seq_q[1:].tolist(), strict=True):
         q, k, v = (t[start:end].transpose(0, 1) for t in (query, key, value))
         sdpa = torch.nn.functional.scaled_dot_product_attention
-        outs.append(sdpa(q, k, v, is_causal=True, scale=scale, enable_gqa=enable_gqa))
+        i, j = torch.arange(end - start)[:, None], torch.arange(end - start)[None, :]
+        band = (j <= i) & ((j >= i - left) if left >= 0 else True)
+        outs.append(sdpa(q, k, v, attn_mask=band, scale=scale, enable_gqa=enable_gqa))
     return torch.cat(outs, dim=1).transpose(0, 1)
 
 
@@ -62,18 +66,21 @@ def test_cu_seqlens_by_hand():
     assert document_spans(pos[0]) == [(0, 3), (3, 5), (5, 8)]  # the per-document fallback uses the same rule
 
 
-def test_varlen_dispatch_matches_the_per_document_path(reference_kernel):
-    """Same packed batch through the varlen dispatch and through the CPU fallback: same output and gradients."""
+@pytest.mark.parametrize("window", [None, 6], ids=["full attention", "sliding window 6"])
+def test_varlen_dispatch_matches_the_per_document_path(reference_kernel, window):
+    """Same packed batch through the varlen dispatch and through the CPU fallback: same output and gradients.
+    With a window, the fallback is longctx/training/attention_kernels.py's window blocks and the kernel gets
+    `window_size=(window - 1, 0)`; tests/test_sinks_attention.py holds both to a dense windowed reference."""
     pos = torch.stack([torch.cat([torch.arange(n) for n in row]) for row in ([20, 5, 39], [64])])
     pos[1, 40:] += 7  # a position jump: a second document in row 2
     g = torch.Generator().manual_seed(0)
     q = torch.randn(2, HEADS, 64, DIM, generator=g, requires_grad=True)
     k, v = (torch.randn(2, KV_HEADS, 64, DIM, generator=g, requires_grad=True) for _ in range(2))
     module = SimpleNamespace(num_key_value_groups=HEADS // KV_HEADS, is_causal=True, training=True)
-    out, _ = isolated_sdpa_attention(module, q, k, v, None, position_ids=pos, scaling=0.3)
+    out, _ = isolated_sdpa_attention(module, q, k, v, None, position_ids=pos, scaling=0.3, sliding_window=window)
     assert reference_kernel.calls == 1
     varlen.set_kernel(None)  # CPU: the per-document fallback
-    ref, _ = isolated_sdpa_attention(module, q, k, v, None, position_ids=pos, scaling=0.3)
+    ref, _ = isolated_sdpa_attention(module, q, k, v, None, position_ids=pos, scaling=0.3, sliding_window=window)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
     grads = torch.autograd.grad(out.square().sum(), (q, k, v))
     for got, want in zip(grads, torch.autograd.grad(ref.square().sum(), (q, k, v)), strict=True):

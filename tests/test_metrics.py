@@ -64,7 +64,7 @@ def test_the_lm_head_counts_only_the_positions_trls_fused_head_projects():
     callback = ThroughputCallback(model, grad_ckpt=False, tiled_mlp=False, pad_token_id=None, device="cpu")
     callback.compact_head = True  # what a CUDA device with Triton gets (fused_head_is_compact)
     callback._count(model, (), {"input_ids": ids, "labels": labels})
-    assert callback.counts == [5, 5, 15, 2]  # one 5-token document: 15 causal pairs
+    assert callback.counts == [5, 5, 15, 2, 0]  # one 5-token document: 15 causal pairs; no sliding layer
 
 
 def test_a_cpu_run_on_a_gpu_host_reports_host_memory_and_no_mfu(monkeypatch):
@@ -108,11 +108,33 @@ def test_linear_flops_count_the_parameters(snapshot):
     params = sum(p.numel() for p in model.parameters())
     if not config.tie_word_embeddings:
         params -= model.get_input_embeddings().weight.numel()  # a lookup, no FLOPs
+    text = config.get_text_config()
+    experts = getattr(text, "num_local_experts", 0) or getattr(text, "num_experts", 0)
+    if experts:  # a token runs through its top-k experts only: MFU counts active parameters
+        expert_weights = sum(p.numel() for n, p in model.named_parameters() if ".mlp.experts." in n)
+        params -= expert_weights * (experts - text.num_experts_per_tok) // experts
     counts = FlopCounts.from_config(config)
     linear = LinearAttention.from_config(config.get_text_config().to_dict())
     recurrence = linear.layers * linear.forward_flops_per_token() if linear else 0.0
     weights = (counts.layers - recurrence + counts.head) / 2
     assert weights == pytest.approx(params, rel=1e-3)  # norms (a few K per layer) left out
+
+
+def test_moe_and_sliding_window_flops_by_hand():
+    """gpt-oss shape in small: 4 experts of width 16, top-2, router 8x4; layer 0 slides a 2-token window.
+    Per layer: attention 192 weights, router 32, two active experts 2 x 384: 992; forward per token 2 x 2 x 992
+    + head 160 = 4128. Pairs of [0..3]: full 1+2+3+4 = 10 (layer 1), windowed 1+2+2+2 = 7 (layer 0); 32 FLOPs
+    a pair and layer. Forward 4 x 4128 + 10 x 32 + 7 x 32 = 17056; model 3x."""
+    from transformers import GptOssConfig
+
+    layer_types = ["sliding_attention", "full_attention"]
+    config = GptOssConfig(hidden_size=8, num_attention_heads=2, num_key_value_heads=1, head_dim=4,
+                          intermediate_size=16, num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2,
+                          vocab_size=10, sliding_window=2, layer_types=layer_types)  # fmt: skip
+    counts = FlopCounts.from_config(config)
+    pos = torch.arange(4)[None]
+    assert (causal_pairs(pos), causal_pairs(pos, counts.window)) == (10, 7)
+    assert counts.model(4, 10, windowed_pairs=7) == 3 * 17056
 
 
 def tensorboard_scalars(logdir: Path) -> set[str]:

@@ -46,16 +46,28 @@ def write_rows(folder, n_rows: int = 16, seed: int = 3) -> None:
 
 
 def train(
-    tmp_path, data, sp: int, script: str = "recipes/sft.py", extra=(), accel=None
+    tmp_path,
+    data,
+    sp: int,
+    script: str = "recipes/sft.py",
+    extra=(),
+    accel=None,
+    recipe="tests/recipes/parity.yaml",
+    steps=STEPS,
+    mesh: str | None = None,
 ) -> tuple[list[dict], dict, str]:
-    accel = accel or f"accelerate_configs/cpu-sp{sp}.yaml"
-    out = tmp_path / f"{script.split('/')[-1][:-3]}-sp{sp}"
+    """One launch of `recipe` at `accel` (default accelerate_configs/cpu-{mesh}.yaml, mesh default sp{sp}): its
+    per-step logs, trained weights and stdout (tests/test_moe_router_parity.py reuses it with its own recipe and
+    meshes)."""
+    mesh = mesh or f"sp{sp}"
+    accel = accel or f"accelerate_configs/cpu-{mesh}.yaml"
+    out = tmp_path / f"{script.split('/')[-1][:-3]}-{mesh}"
     proc = accelerate_launch(
         accel,
         script,
         [
             "--config",
-            "tests/recipes/parity.yaml",
+            recipe,
             "--accelerate_config",
             accel,
             "--dataset_name",
@@ -70,7 +82,7 @@ def train(
     if SELECTIVE in extra:
         assert "[checkpointing] selective" in proc.stdout, "TRL's selective checkpointing did not wrap the model"
     history = log_history(out)
-    assert [row["step"] for row in history] == list(range(1, STEPS + 1))
+    assert [row["step"] for row in history] == list(range(1, steps + 1))
     return history, load_file(out / "model.safetensors"), proc.stdout
 
 

@@ -11,6 +11,10 @@ from pathlib import Path
 
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT
 
+# Model types whose attention adds a learned sink logit per query head (`s_aux`): preflight requires sdpa for them
+# and the runtime (longctx/training/sinks.py) slices the sinks per SP rank.
+SINK_MODEL_TYPES = ("gpt_oss",)
+
 
 def hf_cache_file(name: str, filename: str) -> Path | None:
     """`filename` of the newest snapshot of Hub model `name` in the local Hugging Face cache, if any."""
@@ -32,3 +36,20 @@ def find_model_config(name: str, config_source: str | None = None) -> Path | Non
         return cached
     shipped = ARCHITECTURES_DIR / name / "config.json"
     return shipped if shipped.is_file() else None
+
+
+def moe_sizes(config: dict) -> dict:
+    """Arch's MoE fields from a config (Qwen3-MoE keys, gpt-oss/Mixtral's `num_local_experts`); {} when dense.
+
+    Which layers are MoE follows transformers' Qwen3-MoE rule: not in `mlp_only_layers`, and every
+    `decoder_sparse_step`-th layer (1: all); gpt-oss and Mixtral have neither key, so every layer is MoE.
+    """
+    experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
+    if not experts:
+        return {}
+    layers, step = int(config["num_hidden_layers"]), int(config.get("decoder_sparse_step") or 1)
+    dense = set(config.get("mlp_only_layers") or [])
+    moe_layers = sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
+    top_k = int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 1)
+    width = int(config.get("moe_intermediate_size") or config["intermediate_size"])
+    return {"experts": experts, "top_k": top_k, "expert_intermediate": width, "moe_layers": moe_layers}

@@ -30,6 +30,8 @@ SHORT_NAMES = {
     "qwen32b-256k": "qwen3-32b/sft-256k-2x8-sp8-dp2",
     "qwen3.5-27b-256k": "qwen3.5-27b/sft-256k-sp8",
     "qwen3.5-27b-lora-256k": "qwen3.5-27b/lora-256k-sp8",
+    "qwen30b-a3b-256k": "qwen3-30b-a3b/sft-256k-sp8-offload-optimizer",
+    "gptoss20b-128k": "gpt-oss-20b/sft-128k-sp8",
 }
 
 

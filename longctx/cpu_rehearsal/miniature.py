@@ -10,6 +10,7 @@ will on the real tokenizer.
 """
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 from longctx.config.architectures import hf_cache_file
@@ -31,6 +32,16 @@ FAMILY_TOKENS = {
         "pad": "<|endoftext|>",
         "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>"],
     },
+    "gpt_oss": {  # harmony (o200k_harmony): config.json eos 200002 = <|return|>, pad 199999 = <|endoftext|>
+        "bos": None,  # <|startoftext|> exists, but neither the tokenizer nor the harmony template adds it
+        "eos": "<|return|>",
+        "pad": "<|endoftext|>",
+        "extra": ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"]
+        + ["<|call|>"],
+        # harmony renders a long fixed system preamble on every conversation: at the default size the stand-in
+        # spends ~200 of the rehearsal's 256 tokens on it, so it learns the rendered text with a larger vocabulary
+        "vocab": 1024,
+    },
     "qwen3_5_text": {  # Qwen3.5: Qwen3's chat tokens, plus the vision markers its template can emit
         "bos": None,
         "eos": "<|im_end|>",
@@ -38,6 +49,7 @@ FAMILY_TOKENS = {
         "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<|vision_start|>"],
     },
 }
+FAMILY_TOKENS["qwen3_moe"] = FAMILY_TOKENS["qwen3"]  # Qwen3-30B-A3B: the Qwen3 tokenizer and chat template
 
 
 def family(config: dict) -> str:
@@ -62,11 +74,13 @@ def stand_in_tokenizer(kind: str, corpus: list[str], chat_template: str | None):
 
     spec = FAMILY_TOKENS[kind]
     special = [t for t in (spec["bos"], spec["eos"], spec["pad"]) if t] + spec["extra"]
+    if "vocab" in spec and chat_template:
+        corpus = corpus + rendered_chats(corpus, chat_template)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=384,
+        vocab_size=spec.get("vocab", 384),
         special_tokens=special,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -82,6 +96,14 @@ def stand_in_tokenizer(kind: str, corpus: list[str], chat_template: str | None):
     )
     fast.chat_template = chat_template
     return fast
+
+
+def rendered_chats(texts: list[str], chat_template: str) -> list[str]:
+    """`texts` as user/assistant turns through the chat template: what the tokenizer will see in training."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    turns = [[{"role": "user", "content": a}, {"role": "assistant", "content": b}] for a, b in pairwise(texts)]
+    return render_jinja_template(conversations=turns, chat_template=chat_template)[0]
 
 
 def token_ids(tokenizer) -> dict:
@@ -116,5 +138,17 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
         f"{mini['num_attention_heads']} query / {mini['num_key_value_heads']} KV heads (real "
         f"{config['num_hidden_layers']} layers, hidden {config['hidden_size']}, {config['num_attention_heads']} / "
         f"{config.get('num_key_value_heads')}), random weights; rope, tied embeddings and layer types as the real one"
+        + experts_note(config, mini)
     )
     return notes
+
+
+def experts_note(config: dict, mini: dict) -> str:
+    """ ", N experts top-k (real E top-K)" for a mixture-of-experts model, "" for a dense one."""
+    key = next((k for k in ("num_experts", "num_local_experts") if config.get(k)), None)
+    if key is None:
+        return ""
+    top = next((k for k in ("num_experts_per_tok", "experts_per_token") if config.get(k)), None)
+    real_top, mini_top = (config[top], mini[top]) if top else ("?", "?")
+    kept = "router aux loss as the recipe sets it"
+    return f"; {mini[key]} experts top-{mini_top} (real {config[key]} top-{real_top}), {kept}"

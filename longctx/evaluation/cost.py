@@ -26,7 +26,10 @@ def forward_flops(config: dict, seq_len: int) -> float:
     from longctx.training.flops import FlopCounts
 
     counts = FlopCounts.from_config(SimpleNamespace(**(config.get("text_config") or config)))
-    return seq_len * counts.layers + counts.attention * seq_len * (seq_len + 1) / 2
+    # sliding layers (gpt-oss): a query scores at most `window` keys
+    window = min(counts.window or seq_len, seq_len)
+    windowed = window * (window + 1) / 2 + (seq_len - window) * window
+    return seq_len * counts.layers + counts.attention * seq_len * (seq_len + 1) / 2 + counts.sliding * windowed
 
 
 def grid_cost(recipe: str, overrides: list[str], lengths: list[int], per_length: int) -> dict | None:

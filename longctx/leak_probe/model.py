@@ -42,6 +42,9 @@ def tiny_config(config, sp: int):
 
 def build_probe_model(config, attn_implementation: str, seed: int, device: str = "cpu"):
     """Random fp32 weights (bf16 for flash attention, which has no fp32 kernel), same on every rank."""
+    from longctx.training.sinks import enable_sinks_and_windows
+
+    enable_sinks_and_windows(config, attn_implementation)  # gpt-oss declares sdpa support once its sinks have one
     torch.manual_seed(seed)
     dtype = torch.bfloat16 if attn_implementation.startswith("flash") else torch.float32
     model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn_implementation)

@@ -29,6 +29,7 @@ from longctx.leak_probe.data import IGNORE, LAYOUTS, packed_batch, perturbed, sh
 from longctx.leak_probe.model import VOCAB, build_probe_model, load_architecture, recipe_model, tiny_config
 from longctx.training.isolation import install_document_isolation, set_isolation_enabled
 from longctx.training.linear_attention_sp import install_linear_attention_sp, set_linear_attention_sp_enabled
+from longctx.training.sinks import enable_sinks_and_windows
 
 LOGIT_ATOL = 1e-5  # fp32: an isolated document is computed bit-for-bit alike; a leak moves logits by ~1e-2
 PARITY_RTOL = 1e-5  # fp32 reordering of the same sums (all-to-all, per-document calls), as in the SP parity gate
@@ -174,6 +175,8 @@ def run(
     }
     report = {"recipe": recipe, "model": name, "attn_implementation": attn, "sp": sp, "device": device}
     report["install"] = install_document_isolation(attn, config, enabled=isolation)
+    sinks_line = enable_sinks_and_windows(config, attn)  # gpt-oss: wraps the `sdpa` just registered
+    report["install"] += f"\n{sinks_line}" if sinks_line else ""
     report["linear_attention"] = install_linear_attention_sp(model, sp, recipe, name)
     switch_stock(model, not isolation)
     atol = LOGIT_ATOL if model.dtype == torch.float32 else BF16_ATOL

@@ -2,10 +2,17 @@
 
 Hybrid models (Qwen3.5: three Gated DeltaNet layers for every softmax-attention layer) carry their linear-attention
 layers in `linear` (longctx/memory_plan/linear_attention.py); `layers` counts every decoder layer.
+
+Mixture-of-experts models (Qwen3-MoE, gpt-oss, Mixtral): model states count every expert (ZeRO-3 partitions and
+gathers them all: transformers 5.23 holds a layer's experts in one module, gathered whole), activations and
+FLOPs the `top_k` experts each token runs (`active_intermediate`), plus the router. Layers outside the MoE set
+(Qwen3-MoE's `mlp_only_layers`, `decoder_sparse_step`) keep the dense MLP of width `intermediate`.
+Dense models have `experts == 0`.
 """
 
 from dataclasses import dataclass
 
+from longctx.config.architectures import moe_sizes
 from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
@@ -13,7 +20,7 @@ from longctx.config.linear_layers import LinearAttention, gated_attention
 class Arch:
     hidden: int
     layers: int
-    intermediate: int
+    intermediate: int  # the dense MLP width (of a MoE model's dense layers, if any)
     vocab: int
     heads: int
     kv_heads: int
@@ -21,16 +28,21 @@ class Arch:
     tied: bool
     linear: LinearAttention | None = None
     attention_gate: bool = False
+    experts: int = 0  # routed experts per MoE layer (0: dense)
+    top_k: int = 0  # experts each token runs
+    expert_intermediate: int = 0  # one expert's intermediate size
+    moe_layers: int = 0  # layers whose MLP is the MoE block (the rest are dense, `intermediate`)
 
     @classmethod
     def from_config(cls, config: dict) -> "Arch":
         config = config.get("text_config") or config
         heads = int(config["num_attention_heads"])
         hidden = int(config["hidden_size"])
+        moe = moe_sizes(config)
         return cls(
             hidden=hidden,
             layers=int(config["num_hidden_layers"]),
-            intermediate=int(config["intermediate_size"]),
+            intermediate=int(config.get("intermediate_size") or 0) if moe else int(config["intermediate_size"]),
             vocab=int(config["vocab_size"]),
             heads=heads,
             kv_heads=int(config.get("num_key_value_heads") or heads),
@@ -38,32 +50,65 @@ class Arch:
             tied=bool(config.get("tie_word_embeddings", False)),
             linear=LinearAttention.from_config(config),
             attention_gate=gated_attention(config),
+            **moe,
         )
+
+    def moe_mlp_params(self, experts: int) -> int:
+        """One MoE layer's MLP weights with `experts` of its experts counted, plus the router."""
+        return experts * 3 * self.hidden * self.expert_intermediate + self.hidden * self.experts
+
+    def mlp_params(self, experts: int) -> float:
+        """Mean MLP weights per layer with `experts` experts of each MoE layer counted (all, or the active)."""
+        dense = 3 * self.hidden * self.intermediate
+        if not self.moe_layers:
+            return dense
+        moe = self.moe_mlp_params(experts)
+        return (self.moe_layers * moe + (self.layers - self.moe_layers) * dense) / self.layers
+
+    @property
+    def active_intermediate(self) -> float:
+        """Mean per-token MLP intermediate width per layer: top_k experts' in MoE layers, `intermediate` in dense."""
+        if not self.moe_layers:
+            return self.intermediate
+        moe = self.top_k * self.expert_intermediate
+        return (self.moe_layers * moe + (self.layers - self.moe_layers) * self.intermediate) / self.layers
+
+    @property
+    def active_params(self) -> int:
+        """What a token multiplies through: every parameter but the experts it is not routed to."""
+        return self.params - round(self.layers * (self.mlp_params(self.experts) - self.mlp_params(self.top_k)))
 
     @property
     def linear_layers(self) -> int:
         return self.linear.layers if self.linear else 0
 
     @property
+    def largest_mlp_params(self) -> int:
+        """The MLP of the largest layer: a MoE layer's experts and router, or the dense MLP."""
+        dense = 3 * self.hidden * self.intermediate if self.moe_layers < self.layers else 0
+        return max(dense, self.moe_mlp_params(self.experts) if self.moe_layers else 0)
+
+    @property
     def layer_params(self) -> int:
         """The largest decoder layer: q (with its output gate, if any), k, v, o (K/V at their GQA width),
-        gate/up/down, two norms; or a linear-attention layer's token mixer with the same MLP and norms."""
+        gate/up/down (or a MoE layer's experts and router), two norms; or a linear-attention layer's token mixer
+        with the same MLP and norms."""
         q_width = self.heads * (2 if self.attention_gate else 1)
         attn = self.hidden * self.head_dim * (q_width + self.heads + 2 * self.kv_heads)
         if self.linear_layers == self.layers:
             attn = 0
         mixer = self.linear.token_mixer_params(self.hidden) if self.linear else 0
-        return max(attn, mixer) + 3 * self.hidden * self.intermediate + 2 * self.hidden
+        return max(attn, mixer) + self.largest_mlp_params + 2 * self.hidden
 
     @property
     def params(self) -> int:
         embeddings = self.vocab * self.hidden * (1 if self.tied else 2)
-        mlp_norms = 3 * self.hidden * self.intermediate + 2 * self.hidden
+        mlp_norms = round(self.layers * self.mlp_params(self.experts)) + self.layers * 2 * self.hidden
         q_width = self.heads * (2 if self.attention_gate else 1)
         attn = self.hidden * self.head_dim * (q_width + self.heads + 2 * self.kv_heads)
         mixers = (self.layers - self.linear_layers) * attn
         mixers += self.linear_layers * self.linear.token_mixer_params(self.hidden) if self.linear else 0
-        return self.layers * mlp_norms + mixers + embeddings + self.hidden
+        return mlp_norms + mixers + embeddings + self.hidden
 
     def lora_params(self, rank: int) -> int:
         """Adapters of rank r on every linear layer of every decoder layer (`all-linear`): r x (in + out) each."""

@@ -81,7 +81,7 @@ def checkpoints(arch: Arch, s: int, grad_ckpt: bool, act_offload: bool, kernels:
     v, the attention output, gate, up, act(gate) and their product)."""
     if not grad_ckpt:
         kv = arch.kv_heads * arch.head_dim
-        return arch.layers * s * BF16 * (6 * arch.hidden + 2 * kv + 4 * arch.intermediate)
+        return arch.layers * s * BF16 * (6 * arch.hidden + 2 * kv + 4 * arch.active_intermediate)
     kept = min(2, arch.layers) if act_offload else arch.layers
     return (kept + copies(kernels)["tail"]) * s * arch.hidden * BF16
 
@@ -110,10 +110,16 @@ def attention(arch: Arch, seq: int, sp: int, backend: str = "sdpa") -> float:
 
 
 def mlp(arch: Arch, s: int, tiled_mlp: bool, shards: int | None, kernels: str = "hf") -> float:
-    """The gated MLP's s x I intermediates (MLP_COPIES). TiledMLP (ALST, section 3.2) runs ceil(s / h) tiles
-    (or `tiled_mlp_shards`) one at a time, so one tile's share exists."""
+    """The gated MLP's s x I intermediates (MLP_COPIES); a mixture of experts holds them for each token's top-k
+    experts (`Arch.active_intermediate`). TiledMLP (ALST, section 3.2) runs ceil(s / h) tiles (or
+    `tiled_mlp_shards`) one at a time, so one tile's share exists."""
     tiles = (shards or max(math.ceil(s / arch.hidden), 1)) if tiled_mlp else 1
-    return copies(kernels)["mlp"] * s * arch.intermediate * BF16 / tiles
+    # the expert loop (transformers' GptOssExperts, Qwen3MoeExperts) also gathers each routed token's hidden state,
+    # and keeps the expert's output and its weighted copy: 3 x s x h per active expert (read from the code)
+    routed = 3 * s * arch.hidden * arch.top_k * BF16
+    # Liger's SwiGLU does not replace an expert block (gpt-oss's clamped experts, Qwen3-MoE's expert loop)
+    per_unit = copies("hf" if arch.experts else kernels)["mlp"]
+    return (per_unit * s * arch.active_intermediate * BF16 + routed) / tiles
 
 
 def lm_head(arch: Arch, s: int, head: str, trainable_head: bool = True) -> float:

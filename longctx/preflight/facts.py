@@ -7,7 +7,7 @@ cache, the shipped snapshot), never downloaded: preflight must answer before any
 import json
 from dataclasses import dataclass
 
-from longctx.config.architectures import find_model_config
+from longctx.config.architectures import SINK_MODEL_TYPES, find_model_config
 from longctx.config.linear_layers import text_config
 from longctx.config.paths import REPO_ROOT
 
@@ -33,6 +33,21 @@ class ModelFacts:
     @property
     def num_kv_heads(self) -> int:
         return int(self.config.get("num_key_value_heads") or self.num_heads)
+
+    @property
+    def sliding_layers(self) -> list[int]:
+        """The layers with sliding-window attention, from `layer_types` (gpt-oss, Qwen3) or, without it, every
+        layer when the config sets a window that it uses (`use_sliding_window`, default on)."""
+        types = self.config.get("layer_types")
+        if isinstance(types, list):
+            return [i for i, kind in enumerate(types) if kind == "sliding_attention"]
+        uses = self.config.get("sliding_window") and self.config.get("use_sliding_window", True)
+        return list(range(int(self.config["num_hidden_layers"]))) if uses else []
+
+    @property
+    def has_sinks(self) -> bool:
+        """Whether the attention has a learned sink logit per query head (longctx/training/sinks.py)."""
+        return self.config.get("model_type") in SINK_MODEL_TYPES
 
 
 def rope_override(model_init_kwargs: dict | None, overrides: dict | None) -> tuple[dict | None, str | None]:

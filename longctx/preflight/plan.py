@@ -55,6 +55,23 @@ def heads_line(launch) -> str:
     )
 
 
+def attention_line(launch) -> str | None:
+    """Which layers slide (their window applies inside each packed document) and whether heads carry sinks."""
+    facts = launch.facts
+    sliding = facts.sliding_layers
+    if not sliding and not facts.has_sinks:
+        return None
+    layers = int(facts.config["num_hidden_layers"])
+    shown = ", ".join(map(str, sliding[:6])) + (", ..." if len(sliding) > 6 else "")
+    line = f"attention layers: {layers - len(sliding)} full"
+    if sliding:
+        line += f", {len(sliding)} sliding (window {facts.config.get('sliding_window')}, per document; layers {shown})"
+    if facts.has_sinks:
+        per_rank = facts.num_heads // launch.topo.sp_size
+        line += f"; one sink per query head, {per_rank} heads' sinks on each rank at sp={launch.topo.sp_size}"
+    return line
+
+
 def cannot_run(launch) -> str | None:
     """Why this launch's DeepSpeed config cannot train (longctx/config/rules/zero.py), so nothing is planned for it."""
     from longctx.config.rules.zero import unsupported
@@ -98,6 +115,8 @@ def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
     lines = mesh_lines(launch) + ([heads_line(launch)] if launch.facts is not None else [])
+    layout = attention_line(launch) if launch.facts is not None else None
+    lines += [layout] if layout else []
     refused = cannot_run(launch)
     if refused:
         return lines + [f"memory: not planned, this ZeRO configuration cannot run: {refused}"]

@@ -8,14 +8,17 @@ training on GPU clusters", eq. 3, before its recompute factor):
     model   = 3 * forward
 
 P_layers counts the matmul weights of the decoder layers with their real K/V width (GQA: k and v
-projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs).
+projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs). A
+mixture of experts counts what a token runs through: the router and its top-k experts (MFU on active
+parameters; gpt-oss-20b: 3.6B of 20.9B), and a MoE model's dense layers (Qwen3-MoE `mlp_only_layers`) their MLP.
 `head_positions` are the positions TRL's fused LM head projects: on Triton devices (CUDA) only those whose
 next-token label is not -100 (about 7% of the linear FLOPs are the head's, for assistant-only rows most of
 it skipped), elsewhere every position of the row (`trl.trainer.utils.add_fused_lm_head`).
 `pairs` is the number of (query, key) pairs causal attention scores, summed per document: a query at
 index i of its document sees i + 1 keys, so a document of n tokens has n (n + 1) / 2 pairs and a packed
 row costs the sum over its documents, not the square of the row. QK^T and AV run over every query head
-(H, not the KV head count), 2 FLOPs each per pair and head dimension.
+(H, not the KV head count), 2 FLOPs each per pair and head dimension. A sliding-window layer (gpt-oss's
+even layers) scores at most `window` keys a query: its pairs are counted with that cap (`windowed_pairs`).
 
 Hybrid models (Qwen3.5: three Gated DeltaNet layers for every softmax layer) count the pair term over their
 softmax layers only; a linear-attention layer's token mixer is its projections' matmul weights (in `layers`)
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
+from longctx.config.architectures import moe_sizes
 from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
@@ -44,7 +48,9 @@ class FlopCounts:
     layers: float  # 2 * matmul weights of all decoder layers
     head: float  # 2 * V * h
     mlp: float  # 2 * 3 * h * I * L: the part TiledMLP recomputes
-    attention: float  # 4 * L * H * d per causal (query, key) pair
+    attention: float  # 4 * L_full * H * d per causal (query, key) pair
+    sliding: float = 0.0  # 4 * L_sliding * H * d per windowed pair
+    window: int | None = None  # the sliding layers' window
 
     @classmethod
     def from_config(cls, config) -> "FlopCounts":
@@ -52,8 +58,12 @@ class FlopCounts:
         hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or hidden // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
-        mlp = 3 * hidden * config.intermediate_size
-        linear = LinearAttention.from_config(config.to_dict() if hasattr(config, "to_dict") else vars(config))
+        as_dict = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+        mlp = active_mlp_params(as_dict)
+        types = getattr(config, "layer_types", None) or []
+        window = getattr(config, "sliding_window", None) if "sliding_attention" in types else None
+        sliding = sum(kind == "sliding_attention" for kind in types) if window else 0
+        linear = LinearAttention.from_config(as_dict)
         softmax = layers - (linear.layers if linear else 0)
         q_width = heads * (2 if gated_attention(config) else 1)  # Qwen3.5's q_proj also emits the output gate
         per_token = 2.0 * (softmax * hidden * head_dim * (q_width + heads + 2 * kv) + layers * mlp)
@@ -63,13 +73,18 @@ class FlopCounts:
             per_token,
             2.0 * config.vocab_size * hidden,
             2.0 * layers * mlp,
-            4.0 * softmax * heads * head_dim,
+            4.0 * (softmax - sliding) * heads * head_dim,
+            4.0 * sliding * heads * head_dim,
+            window,
         )
 
-    def model(self, tokens: float, pairs: float, head_positions: float | None = None) -> float:
+    def model(
+        self, tokens: float, pairs: float, head_positions: float | None = None, windowed_pairs: float = 0.0
+    ) -> float:
         """Forward plus backward, no recompute: the numerator of MFU (the head on `head_positions`, default all)."""
         head = tokens if head_positions is None else head_positions
-        return 3 * (tokens * self.layers + head * self.head + self.attention * pairs)
+        attention = self.attention * pairs + self.sliding * windowed_pairs
+        return 3 * (tokens * self.layers + head * self.head + attention)
 
     def hardware(
         self,
@@ -80,24 +95,36 @@ class FlopCounts:
         fused_head: bool = True,
         selective: bool = False,
         head_positions: float | None = None,
+        windowed_pairs: float = 0.0,
     ) -> float:
         """`model` plus the recomputed forwards: the numerator of HFU."""
         head = tokens if head_positions is None else head_positions
-        recomputed_attention = 0.0 if selective else self.attention * pairs
+        recomputed_attention = 0.0 if selective else self.attention * pairs + self.sliding * windowed_pairs
         extra = (tokens * self.layers + recomputed_attention) if grad_ckpt else 0.0
         extra += tokens * self.mlp if tiled_mlp else 0.0
         extra += head * self.head if fused_head else 0.0
-        return self.model(tokens, pairs, head) + extra
+        return self.model(tokens, pairs, head, windowed_pairs) + extra
 
 
-def causal_pairs(position_ids: torch.Tensor) -> int:
+def active_mlp_params(config: dict) -> float:
+    """Mean MLP weights a token runs per layer: the gated MLP, or in MoE layers its top_k experts and the router."""
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    moe = moe_sizes(config)
+    if not moe:
+        return 3 * hidden * config["intermediate_size"]
+    dense = 3 * hidden * (config.get("intermediate_size") or 0)
+    active = moe["top_k"] * 3 * hidden * moe["expert_intermediate"] + hidden * moe["experts"]
+    return (moe["moe_layers"] * active + (layers - moe["moe_layers"]) * dense) / layers
+
+
+def causal_pairs(position_ids: torch.Tensor, window: int | None = None) -> int:
     """Causal (query, key) pairs of the queries in these [B, S] positions, document by document.
 
     A document starts at each break (a step other than +1, transformers' rule). A query's index in its
     document is its distance from that start; for the first segment of a row the start is not in view
     (under SP a rank holds a slice of the row), so its index is its position id, which is exact when
     documents start at position 0, as data_prep and TRL's packing write them. Summed over the ranks of
-    an SP group, the slices give the row's total.
+    an SP group, the slices give the row's total. With a `window`, a query scores at most that many keys.
     """
     pos = position_ids.reshape(-1, position_ids.shape[-1]).long()
     starts = torch.zeros_like(pos, dtype=torch.bool)
@@ -105,7 +132,8 @@ def causal_pairs(position_ids: torch.Tensor) -> int:
     index = torch.arange(pos.shape[1], device=pos.device).expand_as(pos)
     start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values
     within = torch.where(start_index == 0, pos, index - start_index)  # first segment: its position id
-    return int((within + 1).sum())
+    keys = within + 1
+    return int((keys.clamp(max=window) if window else keys).sum())
 
 
 def head_positions(kwargs: dict, ids: torch.Tensor, compact: bool) -> int:

@@ -27,6 +27,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from longctx.training.attention_kernels import document_attention
 from longctx.training.document_layout import LAYOUT_KWARG, DocumentLayout, layout_for
 from longctx.training.varlen import save_in_selective_checkpointing, varlen_attention, varlen_kernel
 
@@ -110,18 +111,21 @@ def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0
         and position_ids.shape[-1] == query.shape[2]
     )
     layout = layout_for(holder, position_ids, query.shape[0]) if checkable else None
-    if layout is None or not layout.packed:
+    packed = layout is not None and layout.packed
+    window = kwargs.get("sliding_window")
+    if not packed and not (window and attention_mask is None):  # a window without its mask: per document below
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
+    if not packed:  # one document a row, its window applied below
+        position_ids = torch.arange(query.shape[2], device=query.device)[None]
+        layout = DocumentLayout().fill(position_ids, query.shape[0])
     kernel = varlen_kernel(query, dropout)
     if kernel is not None:
-        out = varlen_attention(kernel, query, key, value, layout, scaling, kwargs.get("sliding_window"))
+        out = varlen_attention(kernel, query, key, value, layout, scaling, window)
         return out, None
-    if kwargs.get("sliding_window") is not None:
-        raise IsolationError(
-            "document isolation does not implement sliding-window attention; use flash_attention_2 for this model"
-        )
+    if window:  # the CPU path of a sliding-window layer: per document, in window-sized blocks
+        return document_attention(query, key, value, position_ids, scaling, window), None
     kwargs.pop("is_causal", None)
     # The mask (if any) is the model's causal+padding mask; padding is on the right and has position 0, so the
     # per-document split below already covers it (a pad token sees only itself and no real token sees a pad).
@@ -136,17 +140,18 @@ def isolated_sdpa_mask(*args, attention_mask=None, **kwargs):
     """transformers' sdpa mask, except no mask at all when there is no padding to express.
 
     Without padding, the isolated sdpa needs nothing but position_ids: rows without a break run causal,
-    packed rows are split at their breaks. Sliding-window layers (`local_size`) and custom mask functions
-    (`use_vmap`) keep the stock mask; switched off (the probe's negative control) it is stock too.
+    packed rows are split at their breaks, sliding-window layers apply their window per document (so their
+    `local_size` masks are not built either). Custom mask functions (`use_vmap`) keep the stock mask;
+    switched off (the probe's negative control) it is stock too.
     """
-    plain = kwargs.get("local_size") is None and not kwargs.get("use_vmap")
+    plain = not kwargs.get("use_vmap")
     if _state["enabled"] and plain and (attention_mask is None or bool(attention_mask.all())):
         return None
     return sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
 
 
 def sliding_window_layers(config) -> bool:
-    """Whether any layer of this config uses sliding-window attention, which the isolation does not implement."""
+    """Whether any layer of this config uses sliding-window attention (applied per document, see above)."""
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
     layer_types = getattr(config, "layer_types", None)
     if layer_types is not None:
@@ -157,17 +162,13 @@ def sliding_window_layers(config) -> bool:
 def install_document_isolation(attn_implementation: str, config=None, enabled: bool = True) -> str:
     """Register the isolated sdpa as `sdpa` (before accelerate prepares the model) and say what was done.
 
-    Returns the line the entrypoint prints. Raises IsolationError for a sliding-window model under sdpa.
+    Returns the line the entrypoint prints. Sliding-window layers are isolated too (their window applies inside
+    each document: torch's varlen kernel on GPUs, longctx/training/sinks.py's per-document path on CPU).
     """
     if not enabled:
         return "[isolation] off (`allow_cross_document_attention: true`): packed documents may attend to each other"
     if attn_implementation != "sdpa":
         return f"[isolation] {attn_implementation}: documents are kept apart by the backend from position_ids"
-    if config is not None and sliding_window_layers(config):
-        raise IsolationError(
-            "`attn_implementation: sdpa` with a sliding-window model: document isolation does not implement "
-            "sliding windows; use flash_attention_2, or set `allow_cross_document_attention: true` for unpacked data"
-        )
     AttentionInterface.register("sdpa", isolated_sdpa_attention)  # registered in longctx/training/patches.py
     AttentionMaskInterface.register("sdpa", isolated_sdpa_mask)  # registered in longctx/training/patches.py
     save_in_selective_checkpointing()  # packed rows' varlen kernel: kept, not recomputed, by selective checkpointing

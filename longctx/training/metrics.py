@@ -81,7 +81,7 @@ class ThroughputCallback(TrainerCallback):
         self.device = torch.device(device or "cpu")  # the run's device (the accelerator's), not what is installed
         self.peak_flops = device_peak_flops(self.device)
         self.compact_head = fused_head_is_compact(self.device)
-        self.counts = [0.0, 0.0, 0.0, 0.0]  # tokens, real tokens, causal pairs, LM head positions
+        self.counts = [0.0] * 5  # tokens, real tokens, causal pairs, LM head positions, windowed pairs
         self.start = None
         model.register_forward_pre_hook(self._count, with_kwargs=True)
 
@@ -95,6 +95,7 @@ class ThroughputCallback(TrainerCallback):
         self.counts[1] += real_tokens(ids, self.pad_token_id)
         self.counts[2] += causal_pairs(pos.expand_as(ids))
         self.counts[3] += head_positions(kwargs, ids, self.compact_head)
+        self.counts[4] += causal_pairs(pos.expand_as(ids), self.flops.window) if self.flops.window else 0
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.start is None:
@@ -110,7 +111,7 @@ class ThroughputCallback(TrainerCallback):
         if state.is_world_process_zero:
             shown = ", ".join(f"{k}={v:.4g}" for k, v in row.items())
             print(f"[metrics] step {state.global_step}: {shown}", flush=True)
-        self.counts = [0.0, 0.0, 0.0, 0.0]
+        self.counts = [0.0] * 5
         self.start = time.perf_counter()
 
     def _row(self, elapsed: float) -> dict:
@@ -122,8 +123,8 @@ class ThroughputCallback(TrainerCallback):
             dist.all_reduce(totals)
             dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # the rank closest to running out
             world = dist.get_world_size()
-        tokens, real, pairs, head = totals.tolist()
-        model_flops = self.flops.model(tokens, pairs, head) / elapsed / world
+        tokens, real, pairs, head, windowed = totals.tolist()
+        model_flops = self.flops.model(tokens, pairs, head, windowed) / elapsed / world
         row = {
             "tokens_per_s": tokens / elapsed,
             "tokens_per_s_per_gpu": tokens / elapsed / world,
@@ -134,7 +135,9 @@ class ThroughputCallback(TrainerCallback):
         }
         if self.peak_flops:
             row["mfu"] = model_flops / self.peak_flops
-            hardware = self.flops.hardware(tokens, pairs, **self.recompute, head_positions=head)
+            hardware = self.flops.hardware(
+                tokens, pairs, **self.recompute, head_positions=head, windowed_pairs=windowed
+            )
             row["hfu"] = hardware / elapsed / world / self.peak_flops
         return row
 

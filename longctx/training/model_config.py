@@ -21,6 +21,7 @@ import torch
 from longctx.config.paths import REPO_ROOT
 from longctx.config.recipe import RecipeError
 from longctx.config.rules.model_config import overrides_of
+from longctx.training.sinks import enable_sinks_and_windows
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -61,6 +62,8 @@ def build_random_model(recipe, model_args, seed: int, trust_remote_code: bool = 
     from transformers import AutoModelForCausalLM
 
     config = config if config is not None else build_config(recipe, model_args, trust_remote_code)
+    # gpt-oss declares no sdpa support until its sinks have an sdpa that honours them (longctx/training/sinks.py)
+    enable_sinks_and_windows(config, model_args.attn_implementation)
     torch.manual_seed(seed)
     dtype = torch_dtype(model_args) if model_args.dtype not in (None, "auto") else torch.float32
     return AutoModelForCausalLM.from_config(
@@ -83,6 +86,11 @@ def load_pretrained(source: str, config, model_args, args, revision: str | None 
         "device_map": None,
     }
     config = copy.deepcopy(config)
+    # gpt-oss: its sink-aware sdpa before the class is asked for sdpa, and MXFP4 experts loaded dequantized
+    enable_sinks_and_windows(config, model_args.attn_implementation)
+    quantization = training_quantization(source, revision)
+    if quantization is not None:
+        kwargs["quantization_config"] = quantization
     for key, value in (args.model_init_kwargs or {}).items():  # config keys replace config keys, as without
         if hasattr(config, key) and key not in kwargs:  # a `config` object from_pretrained would apply them
             setattr(config, key, value)
@@ -143,3 +151,21 @@ def save_effective_config(model, output_dir: str) -> None:
 
     if isinstance(model, PeftModel):
         model.get_base_model().config.save_pretrained(output_dir)
+
+
+def training_quantization(model_name_or_path: str, revision: str | None = None):
+    """`Mxfp4Config(dequantize=True)` for a checkpoint stored in MXFP4 (gpt-oss), else None.
+
+    Why: gpt-oss's Hub weights keep the experts in MXFP4, which transformers cannot train ("MXFP4 quantization
+    don't support training"); its own advice is to load them dequantized to bf16, which full fine-tuning needs.
+    The config is read from disk only (local folder or cache); an unreadable one means no quantization to undo.
+    """
+    from transformers import AutoConfig, Mxfp4Config
+
+    try:
+        config = AutoConfig.from_pretrained(model_name_or_path, revision=revision)
+    except (OSError, ValueError):
+        return None
+    quantization = getattr(config, "quantization_config", None) or {}
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else quantization.quant_method
+    return Mxfp4Config(dequantize=True) if method == "mxfp4" else None

@@ -212,6 +212,34 @@ PATCHES: tuple[Patch, ...] = (
         ),
     ),
     Patch(
+        target="transformers.models.gpt_oss.modeling_gpt_oss.eager_attention_forward",
+        installed_by="longctx.training.sinks:enable_sinks_and_windows",
+        why="`sdpa` calls with sinks (`s_aux`, gpt-oss) or a sliding window go to sink_sdpa_attention: each SP rank "
+        "takes the sinks of its own query heads (Ulysses' contiguous head block), documents and windows apply per "
+        "document, and the sink enters as a log-sum-exp rescale of a kernel's output; this is the formula it "
+        "reproduces (tests/test_sinks_attention.py), and GptOssAttention.forward the call it receives",
+        written_against="transformers==5.23.0, deepspeed==0.19.8",
+        source_sha256="3cb759e14962bed172f98260726bcbe6f253fbe8d3d43ec28ee89b2164c3b92c",
+        relies_on=(
+            (
+                "transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention.forward",
+                "38f364115ad66aed3722eb46906119ccd5660652e49dcbc586e693bee982f791",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",
+                "c4832fb77b88faf837a26e365a37599db1089e0bb5f01debff0e9824928657f7",
+            ),
+        ),
+    ),
+    Patch(
+        target="transformers.models.gpt_oss.modeling_gpt_oss.GptOssPreTrainedModel",
+        installed_by="longctx.training.sinks:enable_sinks_and_windows",
+        why="`_supports_sdpa` is set True: gpt-oss refuses sdpa only because stock sdpa ignores its sinks, which "
+        "the `sdpa` registered by enable_sinks_and_windows applies",
+        written_against="transformers==5.23.0",
+        source_sha256="29c1258b10333a6d056435c5eb8651836ffb4461608096a9452836f02edea469",
+    ),
+    Patch(
         target="transformers.masking_utils.sdpa_mask",
         installed_by="longctx.training.isolation:install_document_isolation",
         why="`sdpa` in AttentionMaskInterface returns no mask without padding: the isolated sdpa never reads the "

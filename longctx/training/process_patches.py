@@ -17,6 +17,7 @@ from longctx.training.gloo_uneven_gather import install as install_gloo_uneven_g
 from longctx.training.isolation import install_for_recipe
 from longctx.training.linear_attention_sp import lift_accelerate_refusal
 from longctx.training.resume import install_sp_aware_skip
+from longctx.training.sinks import install_for_recipe as install_sink_attention
 from longctx.training.sp_eval import keep_sp_in_eval
 from longctx.training.sp_loss import install_token_weighted_sp_loss
 
@@ -31,6 +32,9 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     attach_deepspeed_comm()
     # packed documents attend only within themselves: `sdpa` in the attention registries, before DeepSpeed wraps it
     isolation_line = install_for_recipe(recipe, model_args, model)
+    # gpt-oss sinks and sliding windows: each rank's heads get their own sinks, windows apply per document; it
+    # wraps the `sdpa` isolation just registered, before DeepSpeed wraps it in turn
+    isolation_line += install_sink_attention(recipe, model_args, model)
     # accelerate registers Ulysses attention with SP off in eval: eval batches are then whole sequences per rank
     keep_sp_in_eval()
     # sp x dp over gloo: torch's all-to-all passes a group-local rank as a global one in SP subgroups

@@ -32,6 +32,7 @@ import transformers.trainer as hf_trainer
 
 from longctx.config.recipe import RecipeError
 from longctx.config.rules.zero import gradient_average_divisor, unsupported
+from longctx.training.router_aux import STEP_MICRO_BATCHES, forward_with_exact_router_aux
 
 # From its defining module: `transformers.trainer`'s name may already be someone else's replacement.
 UPSTREAM_SP_LOSS = hf_deepspeed.deepspeed_sp_compute_loss
@@ -61,14 +62,15 @@ def token_weighted_sp_compute_loss(accelerator, model, inputs, return_outputs, p
 
     if "labels" not in inputs and "shift_labels" in inputs:
         inputs["labels"] = inputs["shift_labels"]  # as upstream: the model computes its loss from labels
-    outputs = model(**inputs)
+    sp_group = groups._get_sequence_parallel_group()
+    # MoE: the shard's LM loss alone, and the router aux loss of the whole sequence (longctx/training/router_aux.py)
+    outputs, lm_loss, router_aux = forward_with_exact_router_aux(accelerator, model, inputs, sp_group)
     good_tokens = (inputs["shift_labels"] != -100).sum()
     # the model's loss is this shard's token mean; a shard with no label tokens contributes nothing
-    shard_sum = torch.where(good_tokens > 0, outputs.loss * good_tokens, torch.zeros_like(outputs.loss))
-    sp_group = groups._get_sequence_parallel_group()
+    shard_sum = torch.where(good_tokens > 0, lm_loss * good_tokens, torch.zeros_like(lm_loss))
     group_sum = sp_group_sum(shard_sum, sp_group, getattr(accelerator, GRADIENT_DIVISOR))
     dp_size = accelerator.num_processes // pc.sp_size
-    loss = group_sum * dp_size / step_tokens.clamp(min=1)
+    loss = group_sum * dp_size / step_tokens.clamp(min=1) + router_aux
     return (loss, outputs) if return_outputs else loss
 
 
@@ -77,6 +79,7 @@ def count_step_label_tokens(trainer, batch_samples) -> None:
     device = trainer.args.device
     local = sum(((b["shift_labels"] != -100).sum() for b in batch_samples), torch.zeros((), dtype=torch.long))
     setattr(trainer.accelerator, STEP_LABEL_TOKENS, trainer.accelerator.gather(local.to(device)).sum())
+    setattr(trainer.accelerator, STEP_MICRO_BATCHES, len(batch_samples))  # the router aux loss is per micro-batch
 
 
 def set_gradient_divisor(accelerator, sp: int) -> None:

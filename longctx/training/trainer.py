@@ -18,6 +18,7 @@ from longctx.training.linear_attention_sp import enable_linear_attention_sp
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.metrics import attach_metrics
 from longctx.training.model_config import save_effective_config
+from longctx.training.moe import protect_expert_routing
 from longctx.training.optimizer_report import OptimizerReport
 from longctx.training.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.sp_eval import TokenLoss, label_tokens, report_token_mean, sp_eval_dataloader, sp_eval_loss
@@ -53,6 +54,7 @@ class LongContextSFTTrainer(SFTTrainer):
         # Gated DeltaNet (Qwen3.5): heads across the SP group, recurrence and convolution restarted per document
         if line := enable_linear_attention_sp(self.model, self.recipe, sp_size(self.accelerator)):
             self.accelerator.print(line)
+        protect_expert_routing(self)  # ZeRO-3: blocks of per-expert modules gathered whole (ranks route differently)
         if getattr(self.model.gradient_checkpointing_enable, "_is_sac_wrapped", False):  # TRL's `selective: true`
             self.accelerator.print("[checkpointing] selective: attention outputs kept, the rest recomputed")
 

@@ -6,6 +6,7 @@ only says, before anything is built, when a recipe sets them in a way that canno
 
 import json
 
+from longctx.config.architectures import find_model_config
 from longctx.config.paths import REPO_ROOT
 from longctx.config.problems import Problem, error, warning
 from longctx.config.rules.model_config import model_config_problems
@@ -14,6 +15,33 @@ SELECTIVE = "gradient_checkpointing_kwargs.selective"
 # attention that runs as one op whose output TRL's selective checkpointing can keep (sdpa: its aten ops and, for
 # packed rows on a GPU, torch's varlen op; the flash-attn package's ops by name)
 ONE_OP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
+def routed_experts(model_name: str | None, config_source: str | None) -> int:
+    """How many routed experts the model's offline config.json declares (0: dense, or no config on disk)."""
+    path = find_model_config(model_name, config_source) if model_name else None
+    config = json.loads(path.read_text()) if path else {}
+    config = config.get("text_config") or config
+    return max((int(config.get(key) or 0) for key in EXPERT_COUNT_KEYS), default=0)
+
+
+def moe_tiled_mlp_problems(recipe, model, source: str) -> list[Problem]:
+    """TiledMLP on a mixture-of-experts model: refused, with why.
+
+    TiledMLP runs its tiles without autograd and recomputes each in backward. An MoE block's router logits,
+    which TRL's load-balancing loss and longctx/training/router_aux.py read from the forward, would then
+    carry no gradient (the router would not learn balance) and be recorded once per tile and again in backward.
+    No tile rule of ours keeps that exact, so the switch is refused rather than silently changing training.
+    """
+    experts = routed_experts(getattr(model, "model_name_or_path", None), recipe.model_config_source)
+    if not recipe.tiled_mlp or not experts:
+        return []
+    msg = (
+        f"the model is a mixture of experts ({experts} experts): TiledMLP tiles dense gate/up/down MLPs only, and "
+        "tiling an MoE block would drop the router's gradient from the load-balancing loss"
+    )
+    return [error(source, "tiled_mlp", msg, "set `tiled_mlp: false` (recipes/README.md, MoE: what is exact)")]
 
 
 def alst_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
@@ -32,6 +60,7 @@ def alst_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
         problems.append(error(source, "activation_checkpoint_offload", msg, "set `gradient_checkpointing: true`"))
     problems += selective_checkpointing_problems(recipe, sft, model, topo, source, checkpointing)
     problems += model_config_problems(recipe, source)
+    problems += moe_tiled_mlp_problems(recipe, model, source)
     if sft.use_liger_kernel and sft.use_cpu:
         msg = "needs Triton on a GPU"
         problems.append(error(source, "use_liger_kernel", msg, "set it false for a CPU recipe"))

@@ -1,4 +1,4 @@
-"""Attention: the FlashAttention build a recipe asks for is importable where it will run."""
+"""Attention: the FlashAttention build a recipe asks for is importable where it will run; sinks have a kernel."""
 
 import importlib
 
@@ -44,6 +44,18 @@ def flash_problems(launch) -> list[Problem]:
     return [make(launch.source, "attn_implementation", *failure)]
 
 
+def sink_problems(launch) -> list[Problem]:
+    """gpt-oss's sinks are honoured under SP only by `sdpa` (longctx/training/sinks.py): eager is refused by
+    DeepSpeed's Ulysses wrapper, flex refuses sinks on CPU, FlashAttention 2 has no sink argument."""
+    facts, attn = launch.facts, launch.model.attn_implementation
+    if facts is None or not facts.has_sinks or attn == "sdpa":
+        return []
+    msg = f"{facts.config.get('model_type')} has a learned attention sink per head, which {attn} does not apply"
+    fix = "set `attn_implementation: sdpa` (longctx/training/sinks.py: sinks sliced per SP rank, windows per document)"
+    return [error(launch.source, "attn_implementation", msg, fix)]
+
+
 def check(launch) -> list[Problem]:
-    """The kernel rules under SP are longctx/config/rules/sequence.py's; here only what this machine has installed."""
-    return flash_problems(launch)
+    """The kernel rules under SP are longctx/config/rules/sequence.py's; here only what this machine has installed,
+    and the one kernel that applies attention sinks."""
+    return flash_problems(launch) + sink_problems(launch)
