@@ -51,7 +51,7 @@ def runs(tmp_path_factory):
     return run
 
 
-@pytest.mark.parametrize("sp", [2, 4])
+@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
 def test_gpt_oss_sp_matches_sp1(runs, sp):
     assert mismatches(runs(1), runs(sp)) == []
 

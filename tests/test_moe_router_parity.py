@@ -53,7 +53,7 @@ def test_router_aux_loss_is_on(runs):
     assert len(set(aux)) == STEPS
 
 
-@pytest.mark.parametrize("sp", [2, 4])
+@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
 def test_moe_sp_matches_sp1(runs, sp):
     assert mismatches(runs(1), runs(sp)) + aux_mismatches(runs(1), runs(sp)) == []
 

@@ -1,7 +1,7 @@
 """The dress rehearsal: every shipped recipe in miniature on CPU, through preflight, data_prep and accelerate launch.
 
-The default tier rehearses a messages + LoRA recipe, a multi-node recipe with optimizer and checkpoint offload
-(both messages recipes) and the mixture-of-experts recipe (router aux loss under SP); the others are `slow`. The
+The default tier rehearses a multi-node messages recipe with optimizer and checkpoint offload and YaRN, and the
+mixture-of-experts recipe (router aux loss under SP); the others (the LoRA recipe among them) are `slow`. The
 multi-node one (sp=8 x dp=2) rehearses at sp=2 x dp=2 and steps with DeepSpeed's CPU Adam, as its JSON says (built
 once per checkout, tests/test_cpu_adam.py). The fast tests check that the miniature changes only what a CPU cannot
 run, and keeps what decides which code runs.
@@ -22,8 +22,8 @@ from longctx.miniature import miniature_config, scaled_heads
 from longctx.preflight.checks.toolchain import uses_cpu_adam
 from tests.helpers.hub_tokens import ENV_TOKEN, make_argv, secret_leaks
 
+# LoRA's load-back with its trained rope is held in-process by tests/test_model_build.py; its rehearsal is `slow`.
 DEFAULT_TIER = (
-    "llama3.1-8b/lora-256k-sp8",
     "qwen3-32b/sft-256k-2x8-sp8-dp2",
     "qwen3-30b-a3b/sft-256k-sp8-offload-optimizer",
 )
