@@ -154,10 +154,10 @@ def steps(session: Session, tiny: bool, offload_params: bool) -> None:
         predicted = first["seconds"] * (long / (128 * K)) ** 2 * 1.15  # attention's share grows with length
         label = f"{long // K}K unpacked"
         if predicted < session.left() - 30:
-            session.run("step", label, seq=long // scale, docs=1, predicted_s=round(predicted), **job)
+            session.run("step", label, seq=long // scale, docs=1, predicted_s=round(predicted, 1), **job)
             break
         session.emit({"row": "step", "label": label, "status": "skipped: predicted past the budget",
-                      "predicted_s": round(predicted), "left_s": round(session.left())})  # fmt: skip
+                      "predicted_s": round(predicted, 1), "left_s": round(session.left())})  # fmt: skip
     if first.get("status") == "ok" and first["seconds"] < session.left() - 30:
         session.run("step", "128K unpacked selective", seq=128 * K // scale, docs=1, selective=True, **job)
 
