@@ -12,7 +12,9 @@ import pytest
 from tests.helpers import REPO
 from tests.helpers.launch import log_history
 
-pytestmark = pytest.mark.distributed
+# slow: make sft on prepared data also runs in tests/test_sft_e2e.py and packed sp=2 training in
+# tests/test_isolation_training.py; this end-to-end pairing runs in make test-all
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
 def test_make_sft_trains_on_packed_prepared_data_at_sp2(tmp_path):

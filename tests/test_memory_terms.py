@@ -199,7 +199,7 @@ def all_to_all_copies(sp: int, tmp_path) -> float:
     return json.loads((tmp_path / f"sp{sp}.json").read_text())["copies"]
 
 
-@pytest.mark.distributed
+@pytest.mark.slow
 def test_all_to_all_copies(tmp_path):
     """DeepSpeed's UlyssesSPAttentionHF over gloo at sp=2 adds ALL_TO_ALL_COPIES units of full-sequence width."""
     assert abs(all_to_all_copies(2, tmp_path) / terms.ALL_TO_ALL_COPIES - 1) <= TOLERANCE

@@ -135,7 +135,7 @@ def test_shards_carry_unequal_label_tokens(tmp_path):
     assert unequal >= 12
 
 
-@pytest.mark.parametrize("sp", [2, 4])
+@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
 def test_sp_matches_sp1(runs, sp):
     assert mismatches(runs(1), runs(sp)) == []
 
