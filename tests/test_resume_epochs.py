@@ -104,6 +104,7 @@ def test_resumed_steps_equal_the_uninterrupted_run(mesh_runs, which):
         assert probe[rank] == {s: fps for s, fps in steps.items() if s > start}, f"rank {rank}: other batches"
 
 
+@pytest.mark.slow  # universal resume on another mesh stays in the default tier: tests/test_universal.py
 def test_second_epoch_checkpoint_resumes_at_sp1_through_the_universal_format(mesh_runs):
     runs, per_epoch = mesh_runs
     if runs["name"] != "sp2":
