@@ -8,7 +8,7 @@ of `--seq` tokens with full gradient checkpointing, three ways in the same proce
 - `none`: the layer inputs stay on the device;
 - `transformers`: `activation_checkpointing_enable(offload=True)` (transformers 5.23: torch's `save_on_cpu` with
   pinned memory around each checkpoint);
-- `ours`: `activation_checkpoint_offload` (longctx/training/checkpoint_offload.py: exact-size pool, copies on a
+- `ours`: `activation_checkpoint_offload` (longctx/training/memory/checkpoint_offload.py: exact-size pool, copies on a
   transfer stream, prefetch in backward).
 
 Per row: the median step seconds over `--steps` steps after one warm-up (the variants' steps interleaved, so
@@ -37,7 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from longctx.training.checkpoint_offload import enable_activation_checkpoint_offload
+from longctx.training.memory.checkpoint_offload import enable_activation_checkpoint_offload
 
 LAYERS = 6
 

@@ -11,7 +11,8 @@ the memory plan's own prediction (longctx/memory_plan/), then bisection between 
 the shortest that ran out of memory, in multiples of 256 tokens, until they are within 5%, or until the
 next probe's predicted time (quadratic in length, from the last probe) would overrun the feature set's
 share of `--budget-s` (default 600 s in all). Per probe: peak allocated GPU memory, tokens/s, MFU and HFU
-(longctx/training/flops.py; one forward + backward, the host optimizer step left out unless `--optimizer-step`) and
+(longctx/training/metrics/flops.py; one forward + backward, the host optimizer step left out unless
+`--optimizer-step`) and
 the plan's prediction. Writes `--out` (JSON) and a PNG beside it: length vs peak memory and tokens/s, with
 the plan's curve.
 
@@ -83,8 +84,8 @@ def measure(engine, config, device, seq_len: int, optimizer_step: bool) -> dict:
     import torch
 
     from longctx.memory_plan.measure import PeakBytes
-    from longctx.training.flops import FlopCounts
-    from longctx.training.metrics import device_peak_flops, peak_memory_gib
+    from longctx.training.metrics.flops import FlopCounts
+    from longctx.training.metrics.throughput import device_peak_flops, peak_memory_gib
 
     peak_memory_gib(torch.device(device))  # resets the CUDA peak
     meter = PeakBytes() if device == "cpu" else None  # a CPU has no allocator peak: count tensor bytes

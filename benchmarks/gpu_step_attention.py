@@ -1,8 +1,9 @@
 """Attention alone at 32K on the GPU, as the recipes call it: forward and backward rates and the kernels that ran.
 
 Llama-3.1-8B's attention shape (32 query heads, 8 KV heads, head dimension 128, bf16, one row): `sdpa_unpacked` is
-torch sdpa, causal with GQA (what an unpacked row runs, longctx/training/isolation.py); `varlen_packed` is torch's
-varlen kernel over the row as 16 documents (what a packed row runs, longctx/training/varlen.py, through its
+torch sdpa, causal with GQA (what an unpacked row runs, longctx/training/attention/isolation.py); `varlen_packed` is
+torch's
+varlen kernel over the row as 16 documents (what a packed row runs, longctx/training/attention/varlen.py, through its
 `DocumentLayout`), `varlen_1doc` the same kernel over one document, to compare kernels at equal work.
 
 FLOPs: forward 4 x H x d per causal (query, key) pair; backward counted as twice the forward (the MFU convention)
@@ -29,8 +30,8 @@ def cuda_seconds(fn, reps: int = 3) -> float:
 
 def attention_fn(case: str, seq: int):
     """(the call of this case on fresh q, k, v, its causal pairs, the tensors to differentiate)."""
-    from longctx.training.document_layout import DocumentLayout
-    from longctx.training.varlen import _torch_kernel, varlen_attention
+    from longctx.training.attention.document_layout import DocumentLayout
+    from longctx.training.attention.varlen import _torch_kernel, varlen_attention
 
     def projection(heads):  # transformers' layout: [B, S, H, D] projections seen as [B, H, S, D]
         return torch.randn(1, seq, heads, DIM, device="cuda", dtype=torch.bfloat16).transpose(1, 2).requires_grad_()

@@ -69,7 +69,7 @@ def build(tiny: bool, options: dict) -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
-    from longctx.training.isolation import install_document_isolation
+    from longctx.training.attention.isolation import install_document_isolation
 
     install_document_isolation("sdpa")  # as the recipes: packed rows -> torch's varlen kernel on CUDA
     init_distributed()
@@ -105,7 +105,7 @@ def use_selective(state: dict, selective: bool) -> None:
         return
     from trl.models.selective_activation_checkpointing import enable_selective_activation_checkpointing
 
-    from longctx.training.varlen import save_in_selective_checkpointing
+    from longctx.training.attention.varlen import save_in_selective_checkpointing
 
     if not selective:
         raise ValueError("a built model does not switch back from selective checkpointing")
@@ -118,8 +118,8 @@ def use_selective(state: dict, selective: bool) -> None:
 def measured(state: dict, seq: int, pos, seconds: float) -> dict:
     """Seconds, rates, FLOP utilisation, peak memory and the plan's prediction of one finished step."""
     from longctx.memory_plan.estimate import estimate
-    from longctx.training.flops import FlopCounts, causal_pairs
-    from longctx.training.metrics import device_peak_flops
+    from longctx.training.metrics.flops import FlopCounts, causal_pairs
+    from longctx.training.metrics.throughput import device_peak_flops
 
     config, plan, selective = state["config"], state["plan"], state["selective"]
     flops, pairs, peak = (

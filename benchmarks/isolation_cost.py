@@ -6,14 +6,14 @@ Usage (CPU, a few minutes):
 
 Every row trains (forward + backward) the same number of tokens on a small Llama (4 heads of 64, 2 KV
 heads, 2 layers). `unpacked` is one sequence of `--seq` tokens under stock sdpa (causal over the whole
-row); `packed xN` is the same length holding N documents, run through longctx/training/isolation.py. Each
+row); `packed xN` is the same length holding N documents, run through longctx/training/attention/isolation.py. Each
 configuration runs in its own process, so peak RSS (ru_maxrss) is comparable; ratios are against the
 unpacked row of the same run. Isolation skips the cross-document part of the causal triangle, so with
 more, shorter documents it does less work; with one document it is stock sdpa.
 
 `calls/layer` is the number of attention kernel calls one layer makes in one forward, counted: the
 per-document path (the CPU fallback) makes one per document or small group, the varlen path
-(longctx/training/varlen.py, CUDA bf16 only) one. On a machine with CUDA a `varlen` row is added.
+(longctx/training/attention/varlen.py, CUDA bf16 only) one. On a machine with CUDA a `varlen` row is added.
 """
 
 import argparse
@@ -26,8 +26,8 @@ import time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from longctx.training import isolation, varlen
-from longctx.training.isolation import install_document_isolation
+from longctx.training.attention import isolation, varlen
+from longctx.training.attention.isolation import install_document_isolation
 
 LAYERS = 2
 

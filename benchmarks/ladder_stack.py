@@ -4,7 +4,8 @@ Llama-3.1-8B's architecture (architectures snapshot) with random bf16 weights, a
 head (`add_fused_lm_head`, what TRL 1.16's SFTTrainer always installs); torch sdpa (FlashAttention kernels
 inside torch on CUDA for one unpacked row) or `flash_attention_2`; gradient checkpointing; DeepSpeed ZeRO-3
 with parameters and optimizer offloaded to CPU as ArcticTraining's single-H200 recipes do; micro batch 1;
-and per feature set Liger's layer kernels, activation-checkpoint offload and TiledMLP (longctx/training/alst.py).
+and per feature set Liger's layer kernels, activation-checkpoint offload and TiledMLP
+(longctx/training/memory/alst.py).
 
 `--tiny`: the tiny Llama on CPU in fp32, ZeRO-3 without offload (DeepSpeed's CPU optimizer is a compiled op)
 and without Liger (Triton): the same code path, minus what a CPU cannot run.
@@ -67,8 +68,8 @@ def build(name: str, tiny: bool, attn: str = "sdpa"):
     from transformers import AutoConfig, AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
-    from longctx.training.alst import enable_tiled_mlp
-    from longctx.training.checkpoint_offload import enable_activation_checkpoint_offload
+    from longctx.training.memory.alst import enable_tiled_mlp
+    from longctx.training.memory.checkpoint_offload import enable_activation_checkpoint_offload
 
     liger, offload, tiled = (TINY_FEATURES if tiny else FEATURES)[name]
     init_distributed()

@@ -26,7 +26,7 @@ def cold_seconds() -> float:
 
 
 def warm_seconds() -> tuple[float, int]:
-    from longctx.preflight.cli import check_launch, make_parser
+    from longctx.commands.validate import check_launch, make_parser
 
     args = make_parser().parse_args(["--all", "--intended"])
     recipes = sorted((REPO / "recipes").rglob("*.yaml"))

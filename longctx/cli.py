@@ -24,13 +24,13 @@ import sys
 
 # subcommand -> (module whose main(argv) runs it, what it does); `data` runs data_prep (a top-level tool).
 SUBCOMMANDS = {
-    "sft": ("longctx.launch.sft", "preflight, the recipe's data, then its accelerate launch"),
+    "sft": ("longctx.commands.sft", "preflight, the recipe's data, then its accelerate launch"),
     "data": ("data_prep", "tokenize, pack and pad the recipe's dataset (python -m data_prep --recipe RECIPE)"),
-    "validate": ("longctx.preflight.cli", "preflight: every problem of a launch, before any GPU work"),
-    "plan": ("longctx.preflight.cli", "the mesh, tokens per rank and the memory plan per rank"),
-    "probe": ("longctx.leak_probe.cli", "prove packed documents stay isolated (exit 1 on a leak)"),
-    "rehearse": ("longctx.cpu_rehearsal.cli", "the recipe in miniature on CPU, end to end (no GPU)"),
-    "eval": ("longctx.evaluation.cli", "preflight, then the long-context retrieval eval on the recipe's mesh"),
+    "validate": ("longctx.commands.validate", "preflight: every problem of a launch, before any GPU work"),
+    "plan": ("longctx.commands.validate", "the mesh, tokens per rank and the memory plan per rank"),
+    "probe": ("longctx.commands.probe", "prove packed documents stay isolated (exit 1 on a leak)"),
+    "rehearse": ("longctx.commands.rehearse", "the recipe in miniature on CPU, end to end (no GPU)"),
+    "eval": ("longctx.commands.eval", "preflight, then the long-context retrieval eval on the recipe's mesh"),
 }
 
 

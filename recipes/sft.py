@@ -26,10 +26,10 @@ from longctx.config.chat_templates import ChatTemplateError, resolve_chat_templa
 from longctx.config.checkpoints import resolve_resume
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.training.credentials import move_hub_token_to_env
-from longctx.training.mesh import check_launched_mesh, report_mesh
-from longctx.training.model_config import build_model
-from longctx.training.prepared_data import recipe_datasets
+from longctx.training.data.prepared import recipe_datasets
+from longctx.training.model_build import build_model
 from longctx.training.process_patches import install_process_patches
+from longctx.training.sequence_parallel.mesh import check_launched_mesh, report_mesh
 from longctx.training.shutdown import exit_cleanly
 from longctx.training.trainer import LongContextSFTTrainer
 
@@ -73,7 +73,9 @@ def main(recipe, training_args, model_args):
         training_args.pad_to_multiple_of = topo.sp_size
 
     # ---- model, the process-wide fixes, then the trainer with its per-trainer and per-model ones
-    model = build_model(recipe, model_args, training_args)  # with the recipe's config overrides (model_config.py)
+    model = build_model(
+        recipe, model_args, training_args
+    )  # with the recipe's config overrides (longctx/training/model_build.py)
     isolation_line = install_process_patches(recipe, model_args, model, topo.sp_size)
     trainer = LongContextSFTTrainer(
         model=model,

@@ -1,4 +1,4 @@
-"""ALST memory features (longctx/training/alst.py): same numbers with and without them, and their guards.
+"""ALST memory features (longctx/training/memory/alst.py): same numbers with and without them, and their guards.
 
 In-process tests compare loss and every gradient of the tiny Llama with each feature on and off; a
 two-process gloo test checks the ZeRO-3 deadlock guard (every rank runs the same number of tiles); the
@@ -12,7 +12,7 @@ import torch.multiprocessing as mp
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from longctx.config.rules.alst import alst_problems
-from longctx.training import alst
+from longctx.training.memory import alst
 from tests.helpers.agree_shards import agree
 from tests.helpers.launch import free_port
 

@@ -15,7 +15,7 @@ import pytest
 
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.config.recipe import parse_recipe, recipe_topology
-from longctx.training.model_config import build_config
+from longctx.training.model_build import build_config
 from tests.helpers import REPO
 
 ARCHITECTURES = ARCHITECTURES_DIR
@@ -134,7 +134,7 @@ def test_random_mode_reads_a_snapshot_and_a_missing_one_is_refused(monkeypatch):
 
 def test_overrides_from_the_command_line_are_json(monkeypatch):
     """`--model_config_overrides '{...}'` reaches a random-weight model; malformed JSON is one clear error."""
-    from longctx.training.model_config import build_random_model
+    from longctx.training.model_build import build_random_model
 
     monkeypatch.chdir(REPO)
     args = [
@@ -154,7 +154,7 @@ def test_overrides_from_the_command_line_are_json(monkeypatch):
 def test_catalog_figures_are_the_plans(capsys):
     """recipes/README.md's preflight column (GPU total, longest fit, host RAM per node from every host term) is
     what `python -m longctx validate --all --intended --gpu-memory-gb 80 --json` computes now."""
-    from longctx.preflight.cli import main
+    from longctx.commands.validate import main
     from tests.helpers.catalog_figures import catalog_cell
 
     main(["--all", "--intended", "--gpu-memory-gb", "80", "--json"])

@@ -108,7 +108,7 @@ def preflight_problems(capsys, tmp_path, name: str, **changes) -> list[dict]:
 
     import yaml
 
-    from longctx.preflight.cli import main
+    from longctx.commands.validate import main
 
     raw = yaml.safe_load((RECIPES_DIR / f"{name}.yaml").read_text())
     for key, value in changes.items():

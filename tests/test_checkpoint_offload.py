@@ -1,4 +1,4 @@
-"""Checkpoint offload without waste (longctx/training/checkpoint_offload.py): an exact-size host pool, reused.
+"""Checkpoint offload without waste (longctx/training/memory/checkpoint_offload.py): an exact-size host pool, reused.
 
 Same loss and gradients as without offload is tests/test_alst.py's; here: the pool holds exactly the bytes of
 the layer inputs (no power-of-two rounding), and a second step allocates nothing. The GPU test runs the
@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from longctx.training.checkpoint_offload import enable_activation_checkpoint_offload
+from longctx.training.memory.checkpoint_offload import enable_activation_checkpoint_offload
 
 TINY = "recipes/assets/tiny-llama"
 ROWS, SEQ = 2, 96  # 2 x 96 x 64 fp32 = 48 KiB a layer input: not a power of two (64 KiB)

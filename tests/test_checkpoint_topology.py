@@ -8,7 +8,7 @@ import pytest
 from longctx.config.checkpoints import batch_fix, batch_mismatch, mesh_mismatch, resolve_resume
 from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.config.topology import read_topology
-from longctx.training.resume import ScheduleHorizonChanged, schedule_horizon_change
+from longctx.training.checkpoints.resume import ScheduleHorizonChanged, schedule_horizon_change
 from tests.helpers import REPO
 
 SP2 = read_topology(REPO / "accelerate_configs/cpu-sp2.yaml")
@@ -50,7 +50,7 @@ def test_same_mesh_resumes_and_another_mesh_is_refused(tmp_path):
     assert mesh_mismatch(path, SP2) is None
     what, fix = mesh_mismatch(path, SP1)
     assert "world_size=2, sp_size=2" in what and "world_size=1, sp_size=1" in what
-    assert "python -m longctx.training.universal" in fix
+    assert "python -m longctx.training.checkpoints.universal" in fix
     (path / "latest_universal").write_text("global_step3_universal")  # converted: any mesh may load it
     assert mesh_mismatch(path, SP1) is None
 

@@ -1,4 +1,5 @@
-"""longctx/training/gloo_all_to_all.py on a real 4-process gloo world with two 2-rank groups (sp=2 x dp=2).
+"""longctx/training/sequence_parallel/gloo_all_to_all.py on a real 4-process gloo world with two 2-rank groups (sp=2 x
+dp=2).
 
 torch's own `_AlltoAll` must fail in the group {2,3} (if torch fixes it, this test says so and the patch can
 go), ours must deliver every member's tensor, and the SP loss's differentiable all_gather must give the

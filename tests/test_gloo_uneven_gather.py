@@ -1,4 +1,5 @@
-"""longctx/training/gloo_uneven_gather.py on a real 2-process gloo world whose SP ranks load rows of different lengths.
+"""longctx/training/sequence_parallel/gloo_uneven_gather.py on a real 2-process gloo world whose SP ranks load rows of
+different lengths.
 
 DeepSpeed's own all-gather must fail on gloo with unequal shapes (if a release fixes it, this test says so and the
 shim can go); with the shim, the real `UlyssesSPDataLoaderAdapter` must hand each rank exactly the shards NCCL would:

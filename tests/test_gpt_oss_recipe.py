@@ -15,7 +15,7 @@ SNAPSHOT = ARCHITECTURES_DIR / "openai/gpt-oss-20b"
 
 def test_mxfp4_checkpoint_loads_dequantized_for_training():
     """transformers refuses to train MXFP4 experts; load_pretrained passes Mxfp4Config(dequantize=True) for them."""
-    from longctx.training.model_config import training_quantization
+    from longctx.training.model_build import training_quantization
 
     quantization = training_quantization(str(SNAPSHOT))
     assert type(quantization).__name__ == "Mxfp4Config" and quantization.dequantize
@@ -52,7 +52,7 @@ def test_plan_terms_scale_with_experts_where_they_should():
 
 
 def test_preflight_reads_the_layer_pattern_and_requires_sdpa_for_sinks(capsys):
-    from longctx.preflight.cli import main
+    from longctx.commands.validate import main
 
     assert main(["gptoss20b-128k", "--num-gpus", "8"]) == 0
     assert main(["gptoss20b-128k", "--num-gpus", "8", "--", "--attn_implementation", "flash_attention_2"]) == 1
@@ -64,7 +64,7 @@ def test_preflight_reads_the_layer_pattern_and_requires_sdpa_for_sinks(capsys):
 def test_probe_at_sp1_isolates_and_matches_documents_one_by_one(tmp_path):
     """`make probe RECIPE=gptoss20b-128k` in process at sp=1: the miniature gpt-oss (sinks, a sliding layer) keeps
     packed documents apart, and its packed loss and gradients equal the documents run one by one."""
-    from longctx.leak_probe.cli import main
+    from longctx.commands.probe import main
 
     out = tmp_path / "report.json"
     assert main(["gptoss20b-128k", "--json", str(out), "--parity"]) == 0
@@ -77,7 +77,7 @@ def test_probe_at_sp1_isolates_and_matches_documents_one_by_one(tmp_path):
 @pytest.mark.distributed
 def test_probe_at_sp2_isolates_and_stock_leaks(tmp_path):
     """The same at sp=2 under accelerate launch; stock sdpa (isolation off) must leak there."""
-    from longctx.leak_probe.cli import main
+    from longctx.commands.probe import main
 
     out = tmp_path / "report.json"
     assert main(["gptoss20b-128k", "--sp", "2", "--json", str(out), "--parity", "--compare-stock"]) == 0

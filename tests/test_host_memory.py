@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
+from longctx.commands.validate import main
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.calibration import LLAMA_8B, arch_config
 from longctx.memory_plan.estimate import estimate
 from longctx.memory_plan.gpus import torch_gib
 from longctx.memory_plan.host import host_terms, pinned
-from longctx.preflight.cli import main
 from tests.helpers import REPO, offline_env
 
 OFFLOAD_1GPU = "llama3.1-8b/sft-32k-1gpu-offload"

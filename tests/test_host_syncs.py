@@ -4,7 +4,8 @@ tests/helpers/sync_count.py counts every operation that makes the host wait for 
 `bool`, `nonzero`, boolean indexing, `tolist`, ...) through one forward and backward of the tiny Llama with
 gradient checkpointing, at 2 and at 6 layers. A sync per layer (or per layer recompute) shows as a count that
 grows by 4 or more between the two; the count must be equal, and small. Measured with this counter on the code
-before the per-forward layout (longctx/training/document_layout.py) and tile agreement (longctx/training/alst.py),
+before the per-forward layout (longctx/training/attention/document_layout.py) and tile agreement
+(longctx/training/memory/alst.py),
 commit 65d8b10's parent, at 2 -> 6 layers: unpacked 5 -> 13 (1 + 2 per layer), packed on the CPU per-document
 path 21 -> 61 (1 + 10 per layer), packed on the varlen path 13 -> 37 (1 + 6 per layer), packed with TiledMLP
 under a process group 25 -> 73; after: 3 per step in every case (4 with TiledMLP: its one all-reduce read
@@ -16,9 +17,10 @@ import torch
 import torch.distributed as dist
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from longctx.training import alst, varlen
-from longctx.training.document_layout import install_document_layout
-from longctx.training.isolation import install_document_isolation
+from longctx.training.attention import varlen
+from longctx.training.attention.document_layout import install_document_layout
+from longctx.training.attention.isolation import install_document_isolation
+from longctx.training.memory import alst
 from tests.helpers.launch import free_port
 from tests.helpers.sync_count import SyncCounter
 from tests.test_isolation_varlen import reference_varlen_attn

@@ -13,8 +13,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from longctx.training import isolation
-from longctx.training.isolation import (
+from longctx.training.attention import isolation
+from longctx.training.attention.isolation import (
     document_spans,
     isolated_sdpa_attention,
     plan_calls,

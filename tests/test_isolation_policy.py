@@ -6,7 +6,7 @@ import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.config.rules.isolation import isolation_guarantee, packed_isolation_problems
-from longctx.training.isolation import install_document_isolation, sliding_window_layers
+from longctx.training.attention.isolation import install_document_isolation, sliding_window_layers
 from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture)
 
 TOPO = SimpleNamespace(sp_size=2)
@@ -83,7 +83,7 @@ def test_entrypoint_install_reads_a_sliding_window_checkpoint(tmp_path):
     """A pretrained path is read for its config; a sliding-window model installs, and isolation can be switched off."""
     from transformers import MistralConfig
 
-    from longctx.training.isolation import install_for_recipe
+    from longctx.training.attention.isolation import install_for_recipe
 
     MistralConfig(sliding_window=64).save_pretrained(tmp_path)
     recipe = SimpleNamespace(config_source="m.yaml", allow_cross_document_attention=False)

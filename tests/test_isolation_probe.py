@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from longctx.leak_probe.cli import main, summarise
+from longctx.commands.probe import main, summarise
 
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 

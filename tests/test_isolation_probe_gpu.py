@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from longctx.leak_probe.cli import launch_command, main, recipe_sp, resolve_device
+from longctx.commands.probe import launch_command, main, recipe_sp, resolve_device
 
 GPU_RECIPE = "llama3.1-8b/sft-256k-sp8"
 

@@ -15,15 +15,15 @@ from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from longctx.training import varlen
-from longctx.training.isolation import (
+from longctx.training.attention import varlen
+from longctx.training.attention.isolation import (
     IsolationError,
     document_spans,
     install_document_isolation,
     isolated_sdpa_attention,
     require_position_ids,
 )
-from longctx.training.varlen import cu_seqlens
+from longctx.training.attention.varlen import cu_seqlens
 
 HEADS, KV_HEADS, DIM = 4, 2, 8
 
@@ -69,7 +69,7 @@ def test_cu_seqlens_by_hand():
 @pytest.mark.parametrize("window", [None, 6], ids=["full attention", "sliding window 6"])
 def test_varlen_dispatch_matches_the_per_document_path(reference_kernel, window):
     """Same packed batch through the varlen dispatch and through the CPU fallback: same output and gradients.
-    With a window, the fallback is longctx/training/attention_kernels.py's window blocks and the kernel gets
+    With a window, the fallback is longctx/training/attention/kernels.py's window blocks and the kernel gets
     `window_size=(window - 1, 0)`; tests/test_sinks_attention.py holds both to a dense windowed reference."""
     pos = torch.stack([torch.cat([torch.arange(n) for n in row]) for row in ([20, 5, 39], [64])])
     pos[1, 40:] += 7  # a position jump: a second document in row 2

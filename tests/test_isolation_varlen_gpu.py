@@ -14,8 +14,8 @@ from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from longctx.training import varlen
-from longctx.training.isolation import install_document_isolation
+from longctx.training.attention import varlen
+from longctx.training.attention.isolation import install_document_isolation
 
 pytestmark = [
     pytest.mark.gpu,

@@ -19,8 +19,8 @@ from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.memory_plan import linear_attention
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.measure import peak_bytes
-from longctx.training.flops import FlopCounts
-from longctx.training.linear_attention_sp import DocumentLayout, convert_layers
+from longctx.training.layers.linear_attention import DocumentLayout, convert_layers
+from longctx.training.metrics.flops import FlopCounts
 
 QWEN35 = ARCHITECTURES_DIR / "Qwen/Qwen3.5-27B"
 

@@ -22,8 +22,8 @@ from transformers import (
 from transformers.models.qwen3_5 import modeling_qwen3_5
 
 from longctx.config.rules.linear_attention import linear_attention_problems
-from longctx.training import gated_deltanet as kernels
-from longctx.training.linear_attention_sp import (
+from longctx.training.layers import gated_deltanet as kernels
+from longctx.training.layers.linear_attention import (
     convert_layers,
     install_linear_attention_sp,
     refuse_unconverted_recurrent_layers,

@@ -41,7 +41,7 @@ def layer_peak(cfg: LlamaConfig, tokens: int, tiled: bool = False) -> float:
     torch.manual_seed(0)
     layer = LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
     if tiled:
-        from longctx.training.alst import enable_tiled_mlp
+        from longctx.training.memory.alst import enable_tiled_mlp
 
         enable_tiled_mlp(layer)
     x = torch.randn(1, tokens, cfg.hidden_size, dtype=torch.bfloat16, requires_grad=True)
@@ -131,7 +131,7 @@ def mask_bytes(tokens: int) -> tuple[int, int]:
 @pytest.mark.parametrize("tokens", [1024, 4096])
 def test_packed_mask_is_built_only_without_isolation(tokens):
     """Stock sdpa keeps an s x s bool mask for packed rows (3 s^2 while it is built); isolation builds none."""
-    from longctx.training.isolation import install_document_isolation
+    from longctx.training.attention.isolation import install_document_isolation
 
     peak, live = mask_bytes(tokens)
     assert close(live, terms.packed_mask(tokens, 1, built=True)) and peak <= 3.1 * live

@@ -1,6 +1,7 @@
 """FLOPs counted by hand, per-document causal pairs, real tokens, and metrics that reach TensorBoard.
 
-longctx/training/flops.py and longctx/training/metrics.py. The hand counts below are written out from the matrix
+longctx/training/metrics/flops.py and longctx/training/metrics/throughput.py. The hand counts below are written out
+from the matrix
 shapes,
 not from the code's formula, so a wrong coefficient (a full S^2, query heads for K/V, the input embedding
 counted) fails them.
@@ -15,8 +16,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
 from longctx.config.linear_layers import LinearAttention
 from longctx.config.paths import ARCHITECTURES_DIR
-from longctx.training.flops import FlopCounts, causal_pairs, head_positions, real_tokens
-from longctx.training.metrics import ThroughputCallback, peak_memory_gib
+from longctx.training.metrics.flops import FlopCounts, causal_pairs, head_positions, real_tokens
+from longctx.training.metrics.throughput import ThroughputCallback, peak_memory_gib
 from tests.helpers import REPO
 
 SNAPSHOTS = sorted((ARCHITECTURES_DIR).glob("*/*"))
@@ -154,7 +155,7 @@ def test_metrics_reach_tensorboard(tmp_path):
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from longctx.training.metrics import attach_metrics
+    from longctx.training.metrics.throughput import attach_metrics
 
     assets = REPO / "recipes/assets/tiny-llama"
     tokenizer = AutoTokenizer.from_pretrained(assets)

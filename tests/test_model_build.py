@@ -1,4 +1,4 @@
-"""One way to build the recipe's model (longctx/training/model_config.py): `make eval` scores the model training
+"""One way to build the recipe's model (longctx/training/model_build.py): `make eval` scores the model training
 trained, with the rope the recipe sets, for a YaRN recipe (full weights) and a LoRA recipe (an adapter on its base).
 
 In-process and from the tiny Llama's shipped config (random weights saved as a "pretrained" model; nothing
@@ -13,7 +13,7 @@ import torch
 
 from longctx.config.recipe import parse_recipe
 from longctx.evaluation.worker import load_model
-from longctx.training.model_config import build_model, save_effective_config
+from longctx.training.model_build import build_model, save_effective_config
 from tests.helpers.tiny_model import tiny_checkpoint
 
 TINY_RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"

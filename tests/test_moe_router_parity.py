@@ -5,7 +5,7 @@ The model (tests/recipes/models/tiny-qwen3-moe: 2 layers, 8 experts, top-2, rand
 over gloo) with `router_aux_loss_coef: 0.5` (tests/recipes/moe-router-parity.yaml). Under SP the ranks of a
 group hold different tokens and route them to different experts, so these runs also show ZeRO-3 gathering
 transformers 5.23's fused experts without a hang. The aux loss multiplies per-expert token fractions by mean
-router probabilities, which no per-shard loss adds up to: longctx/training/router_aux.py sums the statistics
+router probabilities, which no per-shard loss adds up to: longctx/training/layers/router_aux.py sums the statistics
 over the SP group. The gate compares per-step loss, grad norm, the logged aux loss and the weights after the
 SGD steps with sp=1; the negative control runs sp=2 with each rank's own shard aux (the stock behaviour) and
 must fail the gate.

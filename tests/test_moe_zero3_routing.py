@@ -5,7 +5,7 @@ runs three blocks on inputs that send rank 0's tokens to expert 0 and rank 1's t
 - transformers 5.23's `Qwen3MoeSparseMoeBlock` (all experts in one module of 3-D parameters): every rank
   enters the same modules, so it trains with nothing added -- the finding this test pins down;
 - a block of one module per expert (transformers 4.x's layout, remote-code MoE models) flagged as a ZeRO-3
-  leaf by longctx/training/moe.py: trains, forward equal to the block without ZeRO;
+  leaf by longctx/training/layers/moe_routing.py: trains, forward equal to the block without ZeRO;
 - the same block unflagged: the ranks' parameter gathers stop pairing up, so it fails or hangs (bounded by the
   worker's 20 s collective timeout and this test's process timeout) -- the negative control.
 """
@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from longctx.training.moe import per_expert_blocks
+from longctx.training.layers.moe_routing import per_expert_blocks
 from tests.helpers.launch import REPO, free_port
 
 pytestmark = pytest.mark.distributed

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from longctx.training.patches import OVERRIDES, PATCHES, fingerprint, mismatches, resolve, undecorated
+from longctx.training.patches.check import fingerprint, mismatches, resolve, undecorated
+from longctx.training.patches.overrides import OVERRIDES
+from longctx.training.patches.registry import PATCHES
 from tests.helpers import REPO
 
-MARK = "registered in longctx/training/patches.py"
+MARK = "registered in longctx/training/patches/registry.py"
 MOCK_PATCH_CALLS = {"mock.patch", "mock.patch.object", "patch", "patch.object", "unittest.mock.patch"}
 
 
@@ -100,7 +102,7 @@ def our_python_files() -> list[Path]:
 def test_every_upstream_source_matches_its_fingerprint():
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "longctx.training.patches"],
+        [sys.executable, "-m", "longctx.training.patches.check"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -124,11 +126,13 @@ def test_a_decorator_that_hides_its_function_is_seen_through():
 
 def test_a_changed_upstream_source_fails_naming_the_patch():
     # Recording another hash is what an upgrade of the upstream code looks like to the check.
-    tiled = next(p for p in PATCHES if p.installed_by == "longctx.training.alst:enable_tiled_mlp")
+    tiled = next(p for p in PATCHES if p.installed_by == "longctx.training.memory.alst:enable_tiled_mlp")
     changed = dataclasses.replace(tiled, source_sha256="0" * 64)
     lines = mismatches((changed,))
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"{tiled.target}: upstream source changed") and "longctx.training.alst" in lines[0]
+    assert (
+        lines[0].startswith(f"{tiled.target}: upstream source changed") and "longctx.training.memory.alst" in lines[0]
+    )
     assert mismatches((tiled,)) == []
 
 
@@ -146,7 +150,9 @@ def test_every_patch_site_is_registered_and_marked():
                 unregistered.append(f"{rel}:{line}: {kind} in {owner}")
             if not any(MARK in text for text in lines[max(0, line - 4) : line]):
                 unmarked.append(f"{rel}:{line}: {kind} (add `# {MARK}` on or just above it)")
-    problems = [f"missing from longctx/training/patches.py PATCHES: {site}" for site in unregistered] + unmarked
+    problems = [
+        f"missing from longctx/training/patches/registry.py PATCHES: {site}" for site in unregistered
+    ] + unmarked
     assert not problems, "\n".join(problems)
 
 
@@ -200,8 +206,8 @@ def test_every_trainer_override_is_registered_against_the_method_super_calls():
     registered = {o.overridden_by.rsplit(".", 1)[-1]: o for o in OVERRIDES}
     assert {o.overridden_by.rsplit(".", 1)[0] for o in OVERRIDES} == {owner}
     assert set(registered) == overridden_methods(LongContextSFTTrainer, SFTTrainer), (
-        "every method LongContextSFTTrainer overrides is listed in OVERRIDES of longctx/training/patches.py, "
-        "with the fingerprint of the upstream method (`python -m longctx.training.patches --print`)"
+        "every method LongContextSFTTrainer overrides is in OVERRIDES of longctx/training/patches/overrides.py, "
+        "with the fingerprint of the upstream method (`python -m longctx.training.patches.check --print`)"
     )
     for name, override in registered.items():
         assert resolve(override.method) is getattr(SFTTrainer, name), (

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
+from longctx.commands.validate import main
 from longctx.preflight.checks.heads import valid_sp_sizes
 from longctx.preflight.checks.trl_limits import version_problems
-from longctx.preflight.cli import main
 from tests.helpers import REPO
 
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from longctx.preflight.cli import main
+from longctx.commands.validate import main
 from tests.helpers import REPO
 
 BASES = {"cpu": "recipes/tiny-llama/sft-2k-cpu-sp2.yaml", "gpu": "tests/recipes/eight-gpu.yaml"}
@@ -227,7 +227,8 @@ def test_broken_launch_names_key_and_fix(case, tmp_path, capsys):
 
 
 def test_packed_rows_with_sdpa_under_sp_are_isolated_and_accepted(tmp_path, capsys):
-    """longctx/training/isolation.py keeps packed documents apart under sdpa, so preflight accepts them at sp=2."""
+    """longctx/training/attention/isolation.py keeps packed documents apart under sdpa, so preflight accepts them at
+    sp=2."""
     code, out = run(capsys, write_launch(tmp_path, "cpu", recipe={"prepare_data": "packed"}))
     assert code == 0 and not [p for p in out["problems"] if "attend" in p["message"]], out["problems"]
 

@@ -7,8 +7,8 @@ machine without a compiler or ninja the run would fail at engine build on every 
 import json
 import sys
 
+from longctx.commands.validate import main
 from longctx.preflight.checks.toolchain import missing_tools
-from longctx.preflight.cli import main
 
 OFFLOAD = "qwen3-32b/sft-256k-2x8-sp8-dp2"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from longctx.commands.rehearse import override_problems
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT, recipe_names, resolve_recipe
 from longctx.config.topology import load_yaml_mapping
-from longctx.cpu_rehearsal.cli import override_problems
 from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
 from longctx.miniature import miniature_config, scaled_heads
 from longctx.preflight.checks.toolchain import uses_cpu_adam
@@ -117,5 +117,7 @@ def test_rehearsal(name, tmp_path):
         assert "optimizer: DeepSpeed's CPU Adam (DeepSpeedCPUAdam)" in proc.stdout
     assert secret_leaks(proc.stdout + proc.stderr, tmp_path / "work") == []
     rope = (load_yaml_mapping(resolve_recipe(name)).get("model_config_overrides") or {}).get("rope_parameters")
-    if rope:  # loaded back as `make eval` loads it, with the rope saved beside the output (model_config.py)
+    if (
+        rope
+    ):  # loaded back as `make eval` loads it, with the rope saved beside the output (longctx/training/model_build.py)
         assert f"rope {rope['rope_type']} as trained" in proc.stdout

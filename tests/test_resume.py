@@ -122,7 +122,7 @@ def test_resume_on_another_mesh_is_refused_before_launch(runs):
         parse_recipe(argv)
     (problem,) = [str(p) for p in exc.value.problems if "resume_from_checkpoint" in str(p)]
     assert "world_size=2, sp_size=2" in problem and "world_size=4, sp_size=4" in problem
-    assert "python -m longctx.training.universal" in problem
+    assert "python -m longctx.training.checkpoints.universal" in problem
 
 
 def test_hub_token_appears_nowhere(runs):

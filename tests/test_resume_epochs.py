@@ -113,9 +113,9 @@ def test_second_epoch_checkpoint_resumes_at_sp1_through_the_universal_format(mes
     checkpoint = root / "full" / f"checkpoint-{start}"
     resume = ["--config", "tests/recipes/resume.yaml", "--resume_from_checkpoint", str(checkpoint)]
     resume += ["--accelerate_config", sp1, "--output_dir", str(root / "sp1")]
-    with pytest.raises(RecipeError, match="python -m longctx.training.universal"):
+    with pytest.raises(RecipeError, match="python -m longctx.training.checkpoints.universal"):
         parse_recipe(resume)  # refused before launch while only the per-rank ZeRO files exist
-    convert = [sys.executable, "-m", "longctx.training.universal", str(checkpoint)]
+    convert = [sys.executable, "-m", "longctx.training.checkpoints.universal", str(checkpoint)]
     proc = subprocess.run(convert, cwd=REPO, check=False, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
 

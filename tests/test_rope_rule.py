@@ -45,7 +45,7 @@ def test_preflight_refuses_a_rope_that_covers_more_than_claimed(capsys, tmp_path
 
     import yaml
 
-    from longctx.preflight.cli import main
+    from longctx.commands.validate import main
 
     raw = yaml.safe_load((RECIPES_DIR / "llama3.1-8b/sft-1m-4x8-sp8-dp4.yaml").read_text())
     raw["model_config_overrides"]["rope_parameters"]["factor"] = 128.0  # the recipe's old value

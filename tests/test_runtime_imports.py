@@ -85,17 +85,17 @@ def test_the_bottom_layer_imports_nothing_above_it():
 def test_the_scanner_finds_each_kind_of_import():
     source = (
         "import os\n"
-        "from longctx.training import mesh\n"
+        "from longctx.training.sequence_parallel import mesh\n"
         "def slice_of_eval():\n"
         "    from longctx.evaluation.worker import shard_sums\n"
         "    import data_prep.pipeline\n"
         "    return importlib.import_module('longctx.preflight.checks')\n"
-        "from ...leak_probe import cli\n"
+        "from ...leak_probe import worker\n"
         "from .scoring import verdict\n"
     )
     path = REPO / "longctx" / "training" / "retrieval" / "example.py"  # where the source is read as; not written
     hits = tool_imports(path, tool_packages(), source)
     assert sorted(hit.split(": ", 1)[0].rsplit(":", 1)[1] for hit in hits) == ["4", "4", "5", "6", "7", "7"], hits
-    assert any("imports longctx.leak_probe.cli" in hit for hit in hits)  # the relative import, resolved
+    assert any("imports longctx.leak_probe.worker" in hit for hit in hits)  # the relative import, resolved
     found = {name for _, name in imported_modules(source, module_name(path))}
     assert "longctx.training.retrieval.scoring" in found and "os" in found

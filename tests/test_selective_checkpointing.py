@@ -22,9 +22,9 @@ from longctx.config.rules.alst import alst_problems
 from longctx.memory_plan import terms
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.measure import PeakBytes
-from longctx.training import varlen
-from longctx.training.document_layout import install_document_layout
-from longctx.training.isolation import install_document_isolation
+from longctx.training.attention import varlen
+from longctx.training.attention.document_layout import install_document_layout
+from longctx.training.attention.isolation import install_document_isolation
 from tests.helpers import cpu_varlen
 
 TINY = "recipes/assets/tiny-llama"
@@ -46,7 +46,9 @@ class OpCalls(TorchDispatchMode):
 
 
 def tiny_model(selective: bool, config=None, dtype=torch.float32):
-    install_document_isolation("sdpa")  # also adds the varlen op to TRL's policy (longctx/training/varlen.py)
+    install_document_isolation(
+        "sdpa"
+    )  # also adds the varlen op to TRL's policy (longctx/training/attention/varlen.py)
     config = config or AutoConfig.from_pretrained(TINY)
     config.num_hidden_layers = LAYERS
     torch.manual_seed(0)
@@ -95,7 +97,8 @@ def torch_varlen_on_cpu():
 
 
 def test_packed_rows_varlen_op_is_kept(torch_varlen_on_cpu):
-    """torch_attn::_varlen_attn is not in TRL's own list: without longctx/training/varlen.py's addition it would
+    """torch_attn::_varlen_attn is not in TRL's own list: without longctx/training/attention/varlen.py's addition it
+    would
     run twice per layer under selective checkpointing."""
     full = step(tiny_model(False), 4, [VARLEN])
     selective = step(tiny_model(True), 4, [VARLEN])

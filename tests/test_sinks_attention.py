@@ -1,4 +1,4 @@
-"""The sink- and window-aware attention (longctx/training/sinks.py) against gpt-oss's own eager attention.
+"""The sink- and window-aware attention (longctx/training/attention/sinks.py) against gpt-oss's own eager attention.
 
 The reference is transformers' `eager_attention_forward` of gpt-oss (scores, a sink column per head, softmax,
 the sink dropped) fed the dense mask that the real path must never build: causal, within each document (a
@@ -13,10 +13,10 @@ import pytest
 import torch
 from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
 
-from longctx.training import isolation
-from longctx.training.attention_kernels import document_attention
-from longctx.training.isolation import isolated_sdpa_attention
-from longctx.training.sinks import sink_sdpa_attention
+from longctx.training.attention import isolation
+from longctx.training.attention.isolation import isolated_sdpa_attention
+from longctx.training.attention.kernels import document_attention
+from longctx.training.attention.sinks import sink_sdpa_attention
 
 HEADS, KV_HEADS, DIM = 4, 2, 8
 MODULE = SimpleNamespace(num_key_value_groups=HEADS // KV_HEADS, is_causal=True, training=True)
@@ -104,7 +104,11 @@ def test_registered_sdpa_routes_sinks_and_windows(monkeypatch):
     installs them: a packed row with sinks and a window matches eager; a call without either goes through to
     the isolated sdpa unchanged."""
     monkeypatch.setitem(isolation._state, "enabled", True)
-    monkeypatch.setitem(__import__("longctx.training.sinks").training.sinks._state, "inner", isolated_sdpa_attention)
+    monkeypatch.setitem(
+        __import__("longctx.training.attention.sinks").training.attention.sinks._state,
+        "inner",
+        isolated_sdpa_attention,
+    )
     position_ids = positions([[9, 20, 19]])
     q, k, v, sinks = inputs(*position_ids.shape)
     out, _ = sink_sdpa_attention(

@@ -6,10 +6,11 @@ import inspect
 
 import pytest
 
-from longctx.training.patches import OVERRIDES, PATCHES
+from longctx.training.patches.overrides import OVERRIDES
+from longctx.training.patches.registry import PATCHES
 
 EVAL_METHODS = ("get_eval_dataloader", "compute_loss", "evaluation_loop")
-SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("longctx.training.sp_eval:")] + [
+SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("longctx.training.sequence_parallel.eval_loss:")] + [
     o for o in OVERRIDES if o.overridden_by.rsplit(".", 1)[-1] in EVAL_METHODS
 ]
 PREPARE_DEEPSPEED = "accelerate.accelerator.Accelerator._prepare_deepspeed"
@@ -49,7 +50,7 @@ def test_the_upstream_switch_is_still_the_one_turned_back_on(monkeypatch):
     """accelerate still asks for SP off in eval, and the installed registration turns it back on."""
     from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
-    from longctx.training import sp_eval
+    from longctx.training.sequence_parallel import eval_loss
 
     assert PREPARE_DEEPSPEED in dict(SP_EVAL[0].relies_on)
     assert 'kwagrs["disable_in_eval"] = True' in inspect.getsource(resolve(PREPARE_DEEPSPEED))
@@ -57,7 +58,7 @@ def test_the_upstream_switch_is_still_the_one_turned_back_on(monkeypatch):
     monkeypatch.setattr(
         UlyssesSPAttentionHF, "register_with_transformers", classmethod(lambda cls, **kw: seen.update(kw))
     )
-    monkeypatch.setitem(sp_eval._installed, "done", False)
-    sp_eval.keep_sp_in_eval()
+    monkeypatch.setitem(eval_loss._installed, "done", False)
+    eval_loss.keep_sp_in_eval()
     UlyssesSPAttentionHF.register_with_transformers(sequence_parallel_size=2, disable_in_eval=True)
     assert seen == {"sequence_parallel_size": 2, "disable_in_eval": False}

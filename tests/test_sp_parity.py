@@ -165,7 +165,8 @@ VARIABLE = ("--pad_to_multiple_of", "2")
 
 def test_variable_length_sp_run_equals_the_padded_run(runs):
     """Rows padded to a multiple of sp only, as the GPU recipes run: SP-group members load rows of different lengths,
-    which DeepSpeed's SP loader gathers (on gloo through longctx/training/gloo_uneven_gather.py) and Ulysses shards
+    which DeepSpeed's SP loader gathers (on gloo through longctx/training/sequence_parallel/gloo_uneven_gather.py) and
+    Ulysses shards
     per call. Per-step losses, grad norms and trained weights equal the run padded to max_length."""
     variable = runs(2, extra=VARIABLE)
     assert "[gloo] SP ranks hold batches of different shapes" in variable[2]
@@ -180,13 +181,14 @@ ALST_ON += ("--gradient_checkpointing_kwargs", SELECTIVE)
 
 
 def test_alst_features_match_plain_sp2(runs):
-    """TiledMLP + checkpoint offload (longctx/training/alst.py) + selective checkpointing at sp=2 compute what
+    """TiledMLP + checkpoint offload (longctx/training/memory/alst.py) + selective checkpointing at sp=2 compute what
     sp=2 with full checkpointing and neither feature computes."""
     assert mismatches(runs(2), runs(2, extra=ALST_ON)) == []
 
 
 def test_throughput_metrics_are_logged(runs):
-    """longctx/training/metrics.py adds tokens/s (global and per rank) and peak memory to every logged step."""
+    """longctx/training/metrics/throughput.py adds tokens/s (global and per rank) and peak memory to every logged
+    step."""
     history, *_ = runs(2, extra=ALST_ON)
     assert all(row["tokens_per_s"] > 0 and row["peak_mem_gib"] > 0 for row in history)
     assert all(row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 2) for row in history)

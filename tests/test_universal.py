@@ -1,4 +1,4 @@
-"""A ZeRO checkpoint resumes on another mesh after `python -m longctx.training.universal` converts it.
+"""A ZeRO checkpoint resumes on another mesh after `python -m longctx.training.checkpoints.universal` converts it.
 
 Each case trains tests/recipes/resume.yaml for 6 steps (checkpoint-3), checks that resuming on the new mesh is
 refused until converted, converts, resumes to step 6 and compares the losses with the uninterrupted run. Every
@@ -71,9 +71,9 @@ def test_checkpoint_resumes_on_another_mesh_through_the_universal_format(tmp_pat
     resume = [*FIXTURE, "--accelerate_config", resuming, "--output_dir", str(tmp_path / "resumed")]
     resume += ["--resume_from_checkpoint", str(checkpoint)]
 
-    with pytest.raises(RecipeError, match="python -m longctx.training.universal"):
+    with pytest.raises(RecipeError, match="python -m longctx.training.checkpoints.universal"):
         parse_recipe(resume)  # refused before launch while only the per-rank ZeRO files exist
-    convert = [sys.executable, "-m", "longctx.training.universal", str(checkpoint)]
+    convert = [sys.executable, "-m", "longctx.training.checkpoints.universal", str(checkpoint)]
     proc = subprocess.run(convert, cwd=REPO, check=False, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     resume = refused_until(resume, CASES[case][2])

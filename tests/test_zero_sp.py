@@ -1,4 +1,5 @@
-"""Every ZeRO configuration trains SP right or is refused (longctx/config/rules/zero.py, longctx/training/sp_loss.py).
+"""Every ZeRO configuration trains SP right or is refused (longctx/config/rules/zero.py,
+longctx/training/sequence_parallel/loss_weighting.py).
 
 The training side is proven in tests/test_sp_parity.py (ZeRO-2 at sp=2 equals sp=1, ZeRO-3 at sp=2 and 4 too). Here:
 the entrypoint refuses ZeRO-3 with `reduce_scatter: false` before any model exists (a real launch), the run-time
@@ -9,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from longctx.commands.validate import main as preflight
 from longctx.config.recipe import RecipeError
 from longctx.config.rules.zero import gradient_average_divisor
 from longctx.memory_plan.estimate import estimate
-from longctx.preflight.cli import main as preflight
-from longctx.training.sp_loss import GRADIENT_DIVISOR, set_gradient_divisor
+from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
 from tests.helpers.launch import accelerate_launch
 from tests.helpers.zero_configs import zero_variant
 from tests.test_preflight_corpus import write_launch

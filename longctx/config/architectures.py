@@ -12,7 +12,7 @@ from pathlib import Path
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT
 
 # Model types whose attention adds a learned sink logit per query head (`s_aux`): preflight requires sdpa for them
-# and the runtime (longctx/training/sinks.py) slices the sinks per SP rank.
+# and the runtime (longctx/training/attention/sinks.py) slices the sinks per SP rank.
 SINK_MODEL_TYPES = ("gpt_oss",)
 
 

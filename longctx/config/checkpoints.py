@@ -3,7 +3,7 @@
 A ZeRO-3 checkpoint is partitioned over the world that saved it; DeepSpeed notices a different world
 only after the model and optimizer are built ("The checkpoint being loaded used a DP world size of 4 but
 the current world size is 2"). Every checkpoint this repository saves carries `topology.json`
-(longctx/training/resume.py), so the check runs before launch, from files alone, and names the fix.
+(longctx/training/checkpoints/resume.py), so the check runs before launch, from files alone, and names the fix.
 The record also holds the run's batch (rows per optimizer step) and schedule horizon: a resume on another
 dp must keep the rows per step, or every resumed step trains other rows, the skip lands elsewhere in the
 data and an epoch-based schedule stretches (`batch_mismatch`).
@@ -17,7 +17,9 @@ import re
 from pathlib import Path
 
 TOPOLOGY_FILE = "topology.json"
-UNIVERSAL_LATEST = "latest_universal"  # written by longctx/training/universal.py next to DeepSpeed's `latest`
+UNIVERSAL_LATEST = (
+    "latest_universal"  # written by longctx/training/checkpoints/universal.py next to DeepSpeed's `latest`
+)
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -87,7 +89,8 @@ def mesh_mismatch(checkpoint_dir: str | Path, topology) -> tuple[str, str] | Non
     )
     fix = (
         "resume with the original accelerate_config, or convert it once with "
-        f"`python -m longctx.training.universal {checkpoint_dir}` and resume on the new mesh (docs/resume.md)"
+        f"`python -m longctx.training.checkpoints.universal {checkpoint_dir}` and resume on the new mesh "
+        "(docs/resume.md)"
     )
     return what, fix
 

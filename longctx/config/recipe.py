@@ -55,7 +55,7 @@ class RecipeArguments(_script_arguments_base()):
             "config with random weights seeded by `seed` (no weight download)."
         },
     )
-    # ---- ALST memory features (longctx/training/alst.py, longctx/training/model_config.py); all off by default
+    # ---- ALST memory features (longctx/training/memory/alst.py, longctx/training/model_build.py); all off by default
     model_config_overrides: dict | str | None = field(
         default=None,
         metadata={
@@ -126,7 +126,7 @@ class RecipeArguments(_script_arguments_base()):
         metadata={
             "help": "Let packed documents attend to each other (no document isolation). Off by default: sdpa keeps "
             "them apart by splitting attention at position_ids restarts, at any sp size "
-            "(longctx/training/isolation.py)."
+            "(longctx/training/attention/isolation.py)."
         },
     )
 

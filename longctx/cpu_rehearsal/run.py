@@ -77,7 +77,9 @@ def check_optimizer(derived: Derived, out: str) -> None:
     every GPU node of the real run builds or loads), not a stand-in."""
     if not uses_cpu_adam(derived.deepspeed or {}):
         return
-    if "[optimizer] the parameters step with DeepSpeedCPUAdam" not in out:  # longctx/training/optimizer_report.py
+    if (
+        "[optimizer] the parameters step with DeepSpeedCPUAdam" not in out
+    ):  # longctx/training/metrics/optimizer_report.py
         raise StepFailed(f"train: the JSON offloads AdamW; the run did not step with DeepSpeedCPUAdam:\n{out[-2000:]}")
     where = os.environ.get("TORCH_EXTENSIONS_DIR", "torch's default ~/.cache/torch_extensions")
     print(f"[rehearsal] optimizer: DeepSpeed's CPU Adam (DeepSpeedCPUAdam), built or loaded from {where}")
@@ -98,7 +100,7 @@ def train_and_resume(derived: Derived, recipe: Path) -> dict[int, float]:
 
 
 def load_back(recipe_path: Path) -> None:
-    """The saved output loaded back as `make eval` loads it (longctx/training/model_config.py: the recipe's config
+    """The saved output loaded back as `make eval` loads it (longctx/training/model_build.py: the recipe's config
     overrides, a LoRA adapter on its configured base), its saved config carrying the rope the run trained with."""
     from longctx.config.recipe import RecipeError, parse_recipe
 
@@ -115,7 +117,7 @@ def _load_and_score(recipe, sft, model_args) -> tuple[str, float]:
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from longctx.training.model_config import build_config, is_adapter, recipe_model
+    from longctx.training.model_build import build_config, is_adapter, recipe_model
 
     out = Path(sft.output_dir)
     tokenizer = AutoTokenizer.from_pretrained(out)

@@ -4,7 +4,8 @@ Memory: the eval is one forward of each example through the training mesh, so me
 training step at the same length is an upper bound per rank (a forward keeps no gradients, no optimizer work
 and no activation checkpoints; the LM head runs on the answer positions only, so no [sequence, vocab] logits).
 
-Time: forward FLOPs per example of S tokens with longctx/training/flops.py's coefficients, F = S * 2 * P_layers +
+Time: forward FLOPs per example of S tokens with longctx/training/metrics/flops.py's coefficients, F = S * 2 *
+P_layers +
 4 * L * H * d * S (S + 1) / 2 (causal attention over one document; the LM head, which runs on a handful of
 answer positions, is left out). The grid's FLOPs over (world size x peak x an assumed MFU) give the wall
 time; the MFU is an assumption, printed with the estimate. A real run records each example's seconds and
@@ -16,14 +17,13 @@ import statistics
 from types import SimpleNamespace
 
 ASSUMED_MFU = 0.35
-DEFAULT_PEAK = (
-    989e12  # dense bf16 of an H100/H200 (longctx/training/metrics.py); the recipes' GPU catalog targets these
-)
+DEFAULT_PEAK = 989e12  # dense bf16 of an H100/H200 (longctx/training/metrics/throughput.py); the GPU catalog's target
 
 
 def forward_flops(config: dict, seq_len: int) -> float:
-    """One eval forward of `seq_len` tokens: decoder layers and causal attention (longctx/training/flops.py)."""
-    from longctx.training.flops import FlopCounts
+    """One eval forward of `seq_len` tokens: decoder layers and causal attention
+    (longctx/training/metrics/flops.py)."""
+    from longctx.training.metrics.flops import FlopCounts
 
     counts = FlopCounts.from_config(SimpleNamespace(**(config.get("text_config") or config)))
     # sliding layers (gpt-oss): a query scores at most `window` keys

@@ -1,7 +1,8 @@
 """The retrieval eval on every rank of the recipe's mesh (started by `python -m longctx eval`).
 
 The model is prepared by accelerate exactly as for training (DeepSpeed with the recipe's ZeRO config, Ulysses
-attention registered for the recipe's sp, kept on in eval by longctx/training/sp_eval.py). Every rank builds the same
+attention registered for the recipe's sp, kept on in eval by longctx/training/sequence_parallel/eval_loss.py). Every
+rank builds the same
 examples; each SP group takes every dp-th one (the list padded to a multiple of dp with repeats whose results are
 dropped, so every rank runs as many forwards: ZeRO-3 gathers parameters across all of them), and each rank of the
 group runs its shard of the sequence (position_ids are the global positions), scored by `shard_sums`
@@ -17,19 +18,19 @@ import torch
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.evaluation.cost import measured_cost
 from longctx.training.credentials import redact_argv
-from longctx.training.mesh import check_launched_mesh, sp_coordinates
 from longctx.training.retrieval.scoring import dp_share, shard_sums, unwrap, verdict
 from longctx.training.retrieval.tasks import grid
+from longctx.training.sequence_parallel.mesh import check_launched_mesh, sp_coordinates
 from longctx.training.shutdown import exit_cleanly
 
 
 def load_model(recipe, sft, model_args, checkpoint: str | None):
     """(model, tokenizer): the checkpoint when given, else the recipe's starting model, built as training builds
-    it (longctx/training/model_config.py: the recipe's config overrides, a LoRA adapter on its configured base).
+    it (longctx/training/model_build.py: the recipe's config overrides, a LoRA adapter on its configured base).
     A LoRA adapter is merged into its base, so the scored model runs the same code as a full checkpoint."""
     from transformers import AutoTokenizer
 
-    from longctx.training.model_config import recipe_model
+    from longctx.training.model_build import recipe_model
 
     tok_source = checkpoint if checkpoint and os.path.isfile(os.path.join(checkpoint, "tokenizer.json")) else None
     tok = AutoTokenizer.from_pretrained(tok_source or model_args.model_name_or_path)
@@ -44,8 +45,8 @@ def prepare(model, recipe, sft):
     from accelerate import Accelerator
     from torch.utils.data import DataLoader
 
-    from longctx.training.linear_attention_sp import enable_linear_attention_sp, lift_accelerate_refusal
-    from longctx.training.sp_eval import keep_sp_in_eval
+    from longctx.training.layers.linear_attention import enable_linear_attention_sp, lift_accelerate_refusal
+    from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
 
     keep_sp_in_eval()  # before accelerate registers Ulysses attention
     # Gated DeltaNet layers (Qwen3.5) sharded by head as in training; accelerate refuses any other recurrent layer
@@ -67,14 +68,16 @@ def drop_optimizer_sections(acc) -> None:
     The GPU recipes' JSONs name DeepSpeed's AdamW with `lr: auto`, which the trainer fills from the recipe;
     a model prepared alone has nothing to fill it with and accelerate refuses it ("`optimizer.params.lr` not
     found in kwargs"). The ZeRO stage, offload and SP settings, which decide memory and numbers, stay.
-    It changes the dict accelerate's plugin built from the JSON (as longctx/training/universal.py does), not a copy:
+    It changes the dict accelerate's plugin built from the JSON (as longctx/training/checkpoints/universal.py does),
+    not a copy:
     a pure function would need a plugin built by hand from the launcher's environment, a second reading of what
     accelerate already read; so it is registered as a change of upstream state instead.
     """
     plugin = acc.state.deepspeed_plugin
     if plugin is not None:
         for section in ("optimizer", "scheduler"):
-            # registered in longctx/training/patches.py: accelerate's own config dict, changed before prepare reads it
+            # registered in longctx/training/patches/registry.py: accelerate's own config dict, changed before prepare
+            # reads it
             plugin.deepspeed_config.pop(section, None)
 
 
@@ -137,7 +140,7 @@ def check_launch(recipe) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from longctx.evaluation.cli import parse_args
+    from longctx.commands.eval import parse_args
     from longctx.evaluation.report import write_outputs
 
     args, overrides = parse_args(argv)

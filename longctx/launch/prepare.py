@@ -20,7 +20,7 @@ def data_prep_argv(recipe: str, flags: list[str], overrides: list[str]) -> list[
 def preflight_here(recipe: str, overrides: list[str], num_nodes: int | None = None):
     """The preflight checks for a launch on this machine (and `num_nodes` like it); the resolved `Launch`, or
     None after printing the errors."""
-    from longctx.preflight.cli import check_launch, make_parser, report
+    from longctx.commands.validate import check_launch, make_parser, report
 
     args = make_parser().parse_args(
         [recipe, "--this-machine", *(["--num-nodes", str(num_nodes)] if num_nodes else [])]

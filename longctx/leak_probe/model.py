@@ -42,7 +42,7 @@ def tiny_config(config, sp: int):
 
 def build_probe_model(config, attn_implementation: str, seed: int, device: str = "cpu"):
     """Random fp32 weights (bf16 for flash attention, which has no fp32 kernel), same on every rank."""
-    from longctx.training.sinks import enable_sinks_and_windows
+    from longctx.training.attention.sinks import enable_sinks_and_windows
 
     enable_sinks_and_windows(config, attn_implementation)  # gpt-oss declares sdpa support once its sinks have one
     torch.manual_seed(seed)

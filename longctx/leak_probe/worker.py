@@ -13,7 +13,7 @@ Checks, each a list of failures (empty = pass):
   linear-attention layers switched to upstream's code (the negative control: it must leak / differ).
 
 Hybrid models (Qwen3.5) get their Gated DeltaNet layers made sequence-parallel and document-restarting by the
-entrypoint's own installer (longctx/training/linear_attention_sp.py), so the probe covers the linear layers too.
+entrypoint's own installer (longctx/training/layers/linear_attention.py), so the probe covers the linear layers too.
 """
 
 import argparse
@@ -27,9 +27,9 @@ import torch.distributed as dist
 from longctx.config.keys import override_values, split_argv
 from longctx.leak_probe.data import IGNORE, LAYOUTS, packed_batch, perturbed, shift_labels, spans
 from longctx.leak_probe.model import VOCAB, build_probe_model, load_architecture, recipe_model, tiny_config
-from longctx.training.isolation import install_document_isolation, set_isolation_enabled
-from longctx.training.linear_attention_sp import install_linear_attention_sp, set_linear_attention_sp_enabled
-from longctx.training.sinks import enable_sinks_and_windows
+from longctx.training.attention.isolation import install_document_isolation, set_isolation_enabled
+from longctx.training.attention.sinks import enable_sinks_and_windows
+from longctx.training.layers.linear_attention import install_linear_attention_sp, set_linear_attention_sp_enabled
 
 LOGIT_ATOL = 1e-5  # fp32: an isolated document is computed bit-for-bit alike; a leak moves logits by ~1e-2
 PARITY_RTOL = 1e-5  # fp32 reordering of the same sums (all-to-all, per-document calls), as in the SP parity gate

@@ -17,7 +17,7 @@ Sources (DeepSpeed 0.19.8, torch 2.11-2.13, this repository):
   on the offload device, pinned likewise: where reduced gradients land before the step. The GPU keeps none.
 - `offloaded_params`: with `offload_param`, `_create_param_groups_fp16_flat_cpu_memory` holds every bf16
   weight partition in one pinned buffer per parameter group.
-- `offloaded_checkpoints`: activation-checkpoint offload (longctx/training/alst.py `HostOffload.pack`) copies
+- `offloaded_checkpoints`: activation-checkpoint offload (longctx/training/memory/alst.py `HostOffload.pack`) copies
   each checkpointed layer input (s x h bf16) into a freshly allocated pinned tensor: L of them per step.
 - `runtime`: each rank's own process (Python, torch, transformers, DeepSpeed imported): 0.52 GiB measured on
   this repository's CPU stack (`ru_maxrss` after the imports), counted as 1 GiB; a CUDA context adds more,

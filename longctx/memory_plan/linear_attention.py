@@ -1,6 +1,6 @@
 """The working set of a hybrid model's linear-attention (Gated DeltaNet) layers, for the memory plan.
 
-Under SP (longctx/training/linear_attention_sp.py) an all-to-all hands each rank the whole sequence for its
+Under SP (longctx/training/layers/linear_attention.py) an all-to-all hands each rank the whole sequence for its
 linear_num_key_heads / sp key heads and linear_num_value_heads / sp value heads, so a layer's working set grows
 linearly with S: the exchanged projections, the convolution's buffers and the recurrence's per-chunk states.
 The layers' sizes and parameters are read by longctx/config/linear_layers.py.

@@ -46,7 +46,7 @@ class ModelFacts:
 
     @property
     def has_sinks(self) -> bool:
-        """Whether the attention has a learned sink logit per query head (longctx/training/sinks.py)."""
+        """Whether the attention has a learned sink logit per query head (longctx/training/attention/sinks.py)."""
         return self.config.get("model_type") in SINK_MODEL_TYPES
 
 

@@ -3,23 +3,24 @@
 Each replaces upstream code no method of the trainer can reach: an entry of transformers' attention registries,
 a module-level name that `transformers.trainer` calls, a class method DeepSpeed is registered through, a torch
 autograd function. Every one is listed, with the fingerprint of the code it replaces, in
-longctx/training/patches.py. One is not a replacement but process state accelerate gives GPU runs only:
-`deepspeed.comm` on the existing gloo group (longctx/training/cpu_comm.py). What acts on one trainer is a
+longctx/training/patches/registry.py. One is not a replacement but process state accelerate gives GPU runs only:
+`deepspeed.comm` on the existing gloo group (longctx/training/sequence_parallel/cpu_comm.py). What acts on one trainer
+is a
 method override of `LongContextSFTTrainer` (longctx/training/trainer.py); what acts on one model instance is in
 its `install_model_fixes`.
 
 Add a process-wide fix here as one line with its reason, in the order it must run.
 """
 
-from longctx.training.cpu_comm import attach_deepspeed_comm
-from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
-from longctx.training.gloo_uneven_gather import install as install_gloo_uneven_gather
-from longctx.training.isolation import install_for_recipe
-from longctx.training.linear_attention_sp import lift_accelerate_refusal
-from longctx.training.resume import install_sp_aware_skip
-from longctx.training.sinks import install_for_recipe as install_sink_attention
-from longctx.training.sp_eval import keep_sp_in_eval
-from longctx.training.sp_loss import install_token_weighted_sp_loss
+from longctx.training.attention.isolation import install_for_recipe
+from longctx.training.attention.sinks import install_for_recipe as install_sink_attention
+from longctx.training.checkpoints.resume import install_sp_aware_skip
+from longctx.training.layers.linear_attention import lift_accelerate_refusal
+from longctx.training.sequence_parallel.cpu_comm import attach_deepspeed_comm
+from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
+from longctx.training.sequence_parallel.gloo_all_to_all import install as install_gloo_all_to_all
+from longctx.training.sequence_parallel.gloo_uneven_gather import install as install_gloo_uneven_gather
+from longctx.training.sequence_parallel.loss_weighting import install_token_weighted_sp_loss
 
 
 def install_process_patches(recipe, model_args, model, sp_size: int) -> str:

@@ -4,26 +4,36 @@ Upstream, a Ulysses SP run trains, but: eval runs with SP off and averages batch
 micro-batch of one SP group, sp x dp trains the rows of other steps, the SP dataloader has no `set_epoch`, and a
 checkpoint does not say which mesh wrote it. Each fix here is an override of the Trainer method that
 has the gap (the Trainer's own extension pattern, listed with the fingerprint of the method it overrides in
-`OVERRIDES` of longctx/training/patches.py), calling a function of the module that owns the mechanism. What
+`OVERRIDES` of longctx/training/patches/overrides.py), calling a function of the module that owns the mechanism. What
 no method can reach (attention registries, module-level names) is installed once per process by
 `install_process_patches` (longctx/training/process_patches.py): call it before building this trainer.
 """
 
 from trl import SFTTrainer
 
-from longctx.training.alst import apply_alst
-from longctx.training.document_layout import install_document_layout
-from longctx.training.isolation import keep_packed_positions, require_position_ids
-from longctx.training.linear_attention_sp import enable_linear_attention_sp
-from longctx.training.mesh import sp_enabled, sp_size
-from longctx.training.metrics import attach_metrics
-from longctx.training.model_config import save_effective_config
-from longctx.training.moe import protect_expert_routing
-from longctx.training.optimizer_report import OptimizerReport
-from longctx.training.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
-from longctx.training.sp_eval import TokenLoss, label_tokens, report_token_mean, sp_eval_dataloader, sp_eval_loss
-from longctx.training.sp_loss import count_step_label_tokens, set_gradient_divisor, weights_by_step
-from longctx.training.universal import use_universal_if_needed
+from longctx.training.attention.document_layout import install_document_layout
+from longctx.training.attention.isolation import keep_packed_positions, require_position_ids
+from longctx.training.checkpoints.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
+from longctx.training.checkpoints.universal import use_universal_if_needed
+from longctx.training.layers.linear_attention import enable_linear_attention_sp
+from longctx.training.layers.moe_routing import protect_expert_routing
+from longctx.training.memory.alst import apply_alst
+from longctx.training.metrics.optimizer_report import OptimizerReport
+from longctx.training.metrics.throughput import attach_metrics
+from longctx.training.model_build import save_effective_config
+from longctx.training.sequence_parallel.eval_loss import (
+    TokenLoss,
+    label_tokens,
+    report_token_mean,
+    sp_eval_dataloader,
+    sp_eval_loss,
+)
+from longctx.training.sequence_parallel.loss_weighting import (
+    count_step_label_tokens,
+    set_gradient_divisor,
+    weights_by_step,
+)
+from longctx.training.sequence_parallel.mesh import sp_enabled, sp_size
 
 
 class LongContextSFTTrainer(SFTTrainer):
@@ -105,13 +115,14 @@ class LongContextSFTTrainer(SFTTrainer):
 
     def _save(self, output_dir=None, state_dict=None):
         """Also the effective model config beside a LoRA adapter, which PEFT saves without one (its folder would
-        reload the base with native rope: longctx/training/model_config.py). Called for the output and every
+        reload the base with native rope: longctx/training/model_build.py). Called for the output and every
         checkpoint, on the ranks that write."""
         super()._save(output_dir, state_dict)
         if self.args.should_save:
             save_effective_config(self.accelerator.unwrap_model(self.model), output_dir or self.args.output_dir)
 
-    # ---- evaluation: sharded like training, one token-weighted eval loss (longctx/training/sp_eval.py)
+    # ---- evaluation: sharded like training, one token-weighted eval loss
+    # (longctx/training/sequence_parallel/eval_loss.py)
 
     def get_eval_dataloader(self, eval_dataset=None):
         """Eval rows split across ranks (label-free padding rows, not repeats) and, under SP, sharded across

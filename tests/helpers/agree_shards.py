@@ -1,11 +1,11 @@
 """A spawned rank for tests/test_alst.py: joins a 2-process gloo group and reports its TiledMLP tile count.
 
-Its own small module so that spawning imports torch and longctx.training.alst only, not the test's transformers.
+Its own small module so that spawning imports torch and longctx.training.memory.alst only, not the test's transformers.
 """
 
 import torch.distributed as dist
 
-from longctx.training.alst import agreed_shard_count
+from longctx.training.memory.alst import agreed_shard_count
 
 
 def agree(rank: int, port: int, queue, seqlens: list[int], hidden: int) -> None:

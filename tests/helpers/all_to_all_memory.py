@@ -20,7 +20,7 @@ from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from longctx.memory_plan.measure import peak_bytes
-from longctx.training import gloo_all_to_all
+from longctx.training.sequence_parallel import gloo_all_to_all
 
 HEADS, KV, HEAD_DIM, SEQ = 8, 4, 32, 4096
 POSITIONS = torch.arange(SEQ)

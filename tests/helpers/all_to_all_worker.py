@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.nn import functional as dist_fn
 
-from longctx.training import gloo_all_to_all
+from longctx.training.sequence_parallel import gloo_all_to_all
 
 WORLD, SP = 4, 2
 

@@ -7,7 +7,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from longctx.training import sinks
+from longctx.training.attention import sinks
 
 
 def first_heads_sinks(all_sinks, heads):

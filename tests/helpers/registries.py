@@ -11,7 +11,7 @@ def restored_attention_registries(monkeypatch):
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.gpt_oss.modeling_gpt_oss import GptOssPreTrainedModel
 
-    from longctx.training import isolation, sinks
+    from longctx.training.attention import isolation, sinks
 
     for registry in (ALL_ATTENTION_FUNCTIONS, ALL_MASK_ATTENTION_FUNCTIONS):
         monkeypatch.setitem(registry._global_mapping, "sdpa", registry._global_mapping["sdpa"])

@@ -13,14 +13,15 @@ from pathlib import Path
 # run as a script, this folder is sys.path[0]: its secrets.py would shadow the standard library's for every import
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from longctx.training import linear_attention_sp, trainer  # noqa: E402 (after the sys.path fix)
+from longctx.training import trainer  # noqa: E402 (after the sys.path fix)
+from longctx.training.layers import linear_attention  # noqa: E402
 
-upstream_enable = linear_attention_sp.enable_linear_attention_sp
+upstream_enable = linear_attention.enable_linear_attention_sp
 
 
 def enable_then_switch_off(model, recipe, sp: int) -> str:
     upstream_enable(model, recipe, sp)
-    linear_attention_sp.set_linear_attention_sp_enabled(model, False)
+    linear_attention.set_linear_attention_sp_enabled(model, False)
     return "[linear-attention] switched OFF: transformers' own Gated DeltaNet forward (stock)"
 
 

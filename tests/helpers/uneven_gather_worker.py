@@ -19,7 +19,7 @@ import torch.distributed as dist
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPDataLoaderAdapter
 from torch.utils.data import DataLoader
 
-from longctx.training import gloo_uneven_gather
+from longctx.training.sequence_parallel import gloo_uneven_gather
 
 WORLD = 2
 

@@ -6,7 +6,7 @@ and a different number of them (what SP does to the ranks of one group). Three c
 
 - `fused`: transformers 5.23's `Qwen3MoeSparseMoeBlock` (all experts in one module of 3-D parameters);
 - `per_expert_leaf`: a block of one module per expert (transformers 4.x's layout, remote-code MoE models),
-  flagged by longctx/training/moe.py `make_expert_blocks_zero3_leaves`;
+  flagged by longctx/training/layers/moe_routing.py `make_expert_blocks_zero3_leaves`;
 - `per_expert`: the same block without the flag (last: its collectives may never pair up again).
 
 Each case: ZeRO-3 (no parameter persistence, so every expert is partitioned), one forward compared with the
@@ -78,7 +78,7 @@ def build(case: str):
         gate.zero_()
         gate[:, :EXPERTS] = 20 * torch.eye(EXPERTS)  # token along axis e -> expert e
     if case == "per_expert_leaf":
-        from longctx.training.moe import make_expert_blocks_zero3_leaves
+        from longctx.training.layers.moe_routing import make_expert_blocks_zero3_leaves
 
         assert make_expert_blocks_zero3_leaves(block) == ["PerExpertBlock"]
     return Model(block)

@@ -1,6 +1,7 @@
 """Recipe rules for the ALST memory switches (TiledMLP, checkpoint offload, Liger) and the model-config keys.
 
-What the switches do at run time is longctx/training/alst.py's and longctx/training/model_config.py's job; this module
+What the switches do at run time is longctx/training/memory/alst.py's and longctx/training/model_build.py's job; this
+module
 only says, before anything is built, when a recipe sets them in a way that cannot work.
 """
 
@@ -30,7 +31,7 @@ def moe_tiled_mlp_problems(recipe, model, source: str) -> list[Problem]:
     """TiledMLP on a mixture-of-experts model: refused, with why.
 
     TiledMLP runs its tiles without autograd and recomputes each in backward. An MoE block's router logits,
-    which TRL's load-balancing loss and longctx/training/router_aux.py read from the forward, would then
+    which TRL's load-balancing loss and longctx/training/layers/router_aux.py read from the forward, would then
     carry no gradient (the router would not learn balance) and be recorded once per tile and again in backward.
     No tile rule of ours keeps that exact, so the switch is refused rather than silently changing training.
     """

@@ -3,7 +3,7 @@
 Packing is only correct if no token attends to another document. This module is the one place that
 says when that is guaranteed, so preflight and the entrypoint cannot disagree:
 
-- sdpa: yes, through longctx/training/isolation.py (registered as `sdpa`; splits at position_ids restarts),
+- sdpa: yes, through longctx/training/attention/isolation.py (registered as `sdpa`; splits at position_ids restarts),
   at any sp size and micro batch size; `python -m longctx probe RECIPE --sp N` proves it.
 - flash_attention_2/3: yes, through transformers' varlen path, which reads document starts from
   position_ids, but only for a micro batch of one row (transformers checks packing only at batch 1).
@@ -19,7 +19,10 @@ FLASH_BACKENDS = ("flash_attention_2", "flash_attention_3")
 def isolation_guarantee(attn_implementation: str | None, sp_size: int, micro_batch_size: int) -> tuple[bool, str]:
     """(isolated, reason): whether packed documents stay apart with this backend, and why or why not."""
     if attn_implementation == "sdpa":
-        return True, f"sdpa at sp={sp_size}: longctx/training/isolation.py splits attention at position_ids restarts"
+        return (
+            True,
+            f"sdpa at sp={sp_size}: longctx/training/attention/isolation.py splits attention at position_ids restarts",
+        )
     if attn_implementation in FLASH_BACKENDS:
         if micro_batch_size == 1:
             return True, f"{attn_implementation}: varlen attention from position_ids (micro batch of one row)"

@@ -3,7 +3,7 @@
 A linear-attention layer (Gated DeltaNet in Qwen3.5 / Qwen3-Next) carries a state along the sequence. Ulysses
 SP as the Hugging Face stack ships it wraps only softmax attention, so under SP each rank would restart that
 state at its own shard (accelerate 1.15 refuses such models for that reason). longctx/training/
-linear_attention_sp.py makes the layer classes below exact under SP (an all-to-all from sequence shards to
+layers/linear_attention.py makes the layer classes below exact under SP (an all-to-all from sequence shards to
 head shards around the convolution and the recurrence); every other layer type with a recurrent state is
 refused under sp > 1, by name, before anything is built. Pure data and rules: nothing here imports torch.
 """
@@ -11,7 +11,7 @@ refused under sp > 1, by name, before anything is built. Pure data and rules: no
 from longctx.config.linear_layers import recurrent_layer_types, text_config
 from longctx.config.problems import Problem, error
 
-# The text config's model_type -> the upstream layer class that longctx/training/linear_attention_sp.py makes
+# The text config's model_type -> the upstream layer class that longctx/training/layers/linear_attention.py makes
 # sequence-parallel (and restarts at packed-document boundaries). Qwen3.5's multimodal checkpoints nest their
 # text model under `text_config` (model_type `qwen3_5` / `qwen3_5_moe` outside, `*_text` inside).
 SEQUENCE_PARALLEL_LINEAR_ATTENTION = {

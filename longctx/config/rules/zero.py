@@ -1,7 +1,8 @@
 """ZeRO under Ulysses SP: how DeepSpeed averages gradients for each stage and flag, and what is refused.
 
 Why: every rank of an SP group holds a shard of the same rows, and DeepSpeed sums the gradients over all sp x dp
-ranks (its sequence-data-parallel group) and then divides. The SP loss (longctx/training/sp_loss.py) must hand it
+ranks (its sequence-data-parallel group) and then divides. The SP loss
+(longctx/training/sequence_parallel/loss_weighting.py) must hand it
 gradients that come out as the step's token mean after that division, so it has to know the divisor, which
 deepspeed 0.19.8 chooses per stage and flag:
 

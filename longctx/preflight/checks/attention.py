@@ -45,13 +45,16 @@ def flash_problems(launch) -> list[Problem]:
 
 
 def sink_problems(launch) -> list[Problem]:
-    """gpt-oss's sinks are honoured under SP only by `sdpa` (longctx/training/sinks.py): eager is refused by
+    """gpt-oss's sinks are honoured under SP only by `sdpa` (longctx/training/attention/sinks.py): eager is refused by
     DeepSpeed's Ulysses wrapper, flex refuses sinks on CPU, FlashAttention 2 has no sink argument."""
     facts, attn = launch.facts, launch.model.attn_implementation
     if facts is None or not facts.has_sinks or attn == "sdpa":
         return []
     msg = f"{facts.config.get('model_type')} has a learned attention sink per head, which {attn} does not apply"
-    fix = "set `attn_implementation: sdpa` (longctx/training/sinks.py: sinks sliced per SP rank, windows per document)"
+    fix = (
+        "set `attn_implementation: sdpa` (longctx/training/attention/sinks.py: sinks sliced per SP rank, "
+        "windows per document)"
+    )
     return [error(launch.source, "attn_implementation", msg, fix)]
 
 

@@ -2,7 +2,8 @@
 
 The slice is the passkey and multi-key tasks at the recipe's max_length, needles at 0%, 50% and 100% depth,
 `retrieval_eval_samples` examples each (2: 12 forward passes, no backward). It runs on the training model as it
-is (DeepSpeed engine, Ulysses attention kept on in eval by longctx/training/sp_eval.py), with the same scorer as
+is (DeepSpeed engine, Ulysses attention kept on in eval by longctx/training/sequence_parallel/eval_loss.py), with the
+same scorer as
 `make eval`, and logs `retrieval_<task>_accuracy` and `retrieval_<task>_logprob`, so a long run shows whether
 retrieval improves, not only whether the loss falls.
 """
@@ -10,9 +11,9 @@ retrieval improves, not only whether the loss falls.
 import torch
 from transformers import TrainerCallback
 
-from longctx.training.mesh import sp_coordinates
 from longctx.training.retrieval.scoring import cells, dp_share, shard_sums, verdict
 from longctx.training.retrieval.tasks import grid
+from longctx.training.sequence_parallel.mesh import sp_coordinates
 
 SLICE_TASKS, SLICE_DEPTHS = ("passkey", "multikey"), (0.0, 0.5, 1.0)
 

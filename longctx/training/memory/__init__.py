@@ -1,0 +1,1 @@
+"""The ALST memory features as recipe switches: TiledMLP and activation-checkpoint offload."""

@@ -1,0 +1,116 @@
+"""The trainer's method overrides (longctx/training/trainer.py), fingerprinted like patches: no upstream object is
+replaced, but each override calls the upstream method through `super()` and assumes what it does.
+`tests/test_patches.py` requires every method the trainer overrides to be listed here."""
+
+from longctx.training.patches.entries import Override
+
+TRAINER = "longctx.training.trainer:LongContextSFTTrainer"
+ULYSSES_ADAPTER = (
+    "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPDataLoaderAdapter",
+    "1a44b6968527160c2b6bcf43bf0c8f8bfaead68e03d00fcd2d6dec47bc55951d",
+)
+ULYSSES_ADAPTER_FACTORY = (
+    "accelerate.accelerator.Accelerator.deepspeed_ulysses_dl_adapter",
+    "7a03bf63ad71b1b540e1d74e467220b9efc400b4400c2db9efcd98a36d3f4065",
+)
+
+# The trainer's method overrides (longctx/training/trainer.py): no upstream object is replaced, but each
+# override calls the upstream method through `super()` and assumes what it does, so its source is fingerprinted
+# like a patch's. `tests/test_patches.py` requires every override of the class to be listed here.
+OVERRIDES: tuple[Override, ...] = (
+    Override(
+        method="trl.trainer.sft_trainer.SFTTrainer.__init__",
+        overridden_by=f"{TRAINER}.__init__",
+        why="the per-model fixes run after it: it has loaded the model and applied PEFT and Liger",
+        written_against="trl==1.16.0",
+        source_sha256="90b61e42b6900b05ae668cb2aeaee6c8ef35e62f78eacebb4ec2a7886bf33255",
+    ),
+    Override(
+        method="transformers.trainer.Trainer.train",
+        overridden_by=f"{TRAINER}.train",
+        why="sets DeepSpeed's universal checkpoint loading before it builds the engine",
+        written_against="transformers==5.23.0",
+        source_sha256="9a3c2bcd066d8f990115e3f396d938cc47154518c4758e3438444b3f57f2b1b0",
+    ),
+    Override(
+        method="transformers.trainer.Trainer.get_train_dataloader",
+        overridden_by=f"{TRAINER}.get_train_dataloader",
+        why="sp x dp: the prepared loader's shard is relabelled (training/sp_data_order.py) so each step trains "
+        "a dp-only run's rows; relies on accelerate's shard sampler reading `process_index` at iteration time",
+        written_against="transformers==5.23.0, accelerate==1.15.0",
+        source_sha256="205a99685f8facd98a273c284296c1dc5b6a598499afbfaefd5dc1d363425771",
+        relies_on=(
+            (
+                "accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
+                "4e3931c05d9c5141334d91747ef99f2842238006ae56457ca9985f245bd4a3ed",
+            ),
+        ),
+    ),
+    Override(
+        method="transformers.trainer.Trainer._prepare_for_training",
+        overridden_by=f"{TRAINER}._prepare_for_training",
+        why="the SP dataloader adapter it builds is rebuilt as ResumableSPAdapter (a subclass that forwards "
+        "`set_epoch` and skips resumed micro-steps; uses the adapter's `dl`, `iter`, `micro_batches`), which "
+        "`_run_epoch` then iterates",
+        written_against="transformers==5.23.0, accelerate==1.15.0, deepspeed==0.19.8",
+        source_sha256="f55950593d7e10c0034044f9f6d37943f6d034bab5d123ae9810cf35735f3c93",
+        relies_on=(
+            ULYSSES_ADAPTER,
+            ULYSSES_ADAPTER_FACTORY,
+            (
+                "transformers.trainer.Trainer._run_epoch",
+                "31aff00f34c302a241b458727e59ae4befab906c51632831b90f6dac4357b823",
+            ),
+        ),
+    ),
+    Override(
+        method="transformers.trainer.Trainer.get_batch_samples",
+        overridden_by=f"{TRAINER}.get_batch_samples",
+        why="also counts the step's label tokens (`shift_labels`) on all ranks for the token-weighted SP loss",
+        written_against="transformers==5.23.0",
+        source_sha256="0b3727386f73f67053b12b91e01c69673c8baf57e9a68769220a25515c468f94",
+    ),
+    # ---- evaluation under SP (longctx/training/sequence_parallel/eval_loss.py)
+    Override(
+        method="transformers.trainer.Trainer.get_eval_dataloader",
+        overridden_by=f"{TRAINER}.get_eval_dataloader",
+        why="eval rows split across ranks (label-free padding rows, not repeats) and, under SP, wrapped in "
+        "DeepSpeed's SP dataloader adapter like the train dataloader",
+        written_against="transformers==5.23.0, accelerate==1.15.0",
+        source_sha256="dd1c9287ad46f5ae6fdc17fa93304b41fc87e6b6d4f157d1415741cd9e44c77b",
+        relies_on=(ULYSSES_ADAPTER_FACTORY,),
+    ),
+    Override(
+        method="trl.trainer.sft_trainer.SFTTrainer.compute_loss",
+        overridden_by=f"{TRAINER}.compute_loss",
+        why="in eval under SP, the training loss path (label-token-weighted across the SP group) instead of a "
+        "per-shard loss; every eval call also adds to the token-weighted eval loss",
+        written_against="trl==1.16.0",
+        source_sha256="ca448211ff653fe621b45498c79bf4f94b26286146442c361f0a8c3592b3b4c1",
+    ),
+    Override(
+        method="transformers.trainer.Trainer.evaluation_loop",
+        overridden_by=f"{TRAINER}.evaluation_loop",
+        why="loss only (no logits gathered) and `eval_loss` replaced by the mean over every label token",
+        written_against="transformers==5.23.0",
+        source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
+    ),
+    Override(
+        method="transformers.trainer.Trainer._save",
+        overridden_by=f"{TRAINER}._save",
+        why="also writes the effective model config (the recipe's overrides, e.g. its rope) beside a LoRA adapter, "
+        "which PEFT saves without one; relies on save_model calling _save for the output and every checkpoint",
+        written_against="transformers==5.23.0, peft==0.21.2",
+        source_sha256="b136889e8792837686efc159b5297c5cc60d68d75102d0b0c643c136c57223ce",
+        relies_on=(
+            (
+                "transformers.trainer.Trainer.save_model",
+                "705727ee10c8f24f7a768d9905db4c488931b05fcc42b5ee9e17333419a4797c",
+            ),
+            (
+                "peft.peft_model.PeftModel.save_pretrained",
+                "9f3bb891b8baed3d24c1aedbec9237c60ed65c36913baec4d6ca199d719b9a76",
+            ),
+        ),
+    ),
+)
