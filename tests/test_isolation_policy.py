@@ -83,11 +83,13 @@ def test_entrypoint_install_reads_a_sliding_window_checkpoint(tmp_path):
     """A pretrained path is read for its config; a sliding-window model installs, and isolation can be switched off."""
     from transformers import MistralConfig
 
-    from longctx.training.attention.isolation import install_for_recipe
+    from longctx.training.attention.isolation import install_isolation_for_recipe
 
     MistralConfig(sliding_window=64).save_pretrained(tmp_path)
     recipe = SimpleNamespace(config_source="m.yaml", allow_cross_document_attention=False)
     model_args = SimpleNamespace(attn_implementation="sdpa", model_name_or_path=str(tmp_path), model_revision="main")
-    assert "packed documents attend only within themselves" in install_for_recipe(recipe, model_args, str(tmp_path))
+    assert "packed documents attend only within themselves" in install_isolation_for_recipe(
+        recipe, model_args, str(tmp_path)
+    )
     recipe.allow_cross_document_attention = True
-    assert install_for_recipe(recipe, model_args, str(tmp_path)).startswith("[isolation] off")
+    assert install_isolation_for_recipe(recipe, model_args, str(tmp_path)).startswith("[isolation] off")

@@ -19,7 +19,7 @@ from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.memory_plan import linear_attention
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.measure import peak_bytes
-from longctx.training.layers.linear_attention import DocumentLayout, convert_layers
+from longctx.training.layers.linear_attention import ShardedRows, convert_layers
 from longctx.training.metrics.flops import FlopCounts
 
 QWEN35 = ARCHITECTURES_DIR / "Qwen/Qwen3.5-27B"
@@ -64,9 +64,9 @@ def layer_peak(tokens: int, heads=(2, 6), dim: int = 128) -> float:
     torch.manual_seed(0)
     holder = nn.Module()
     holder.layers = nn.ModuleList([Qwen3_5GatedDeltaNet(config, 0).to(torch.bfloat16)])
-    layout = DocumentLayout()
-    convert_layers(holder, layout)
-    layout.update(None, (1, tokens), "cpu", None)
+    rows = ShardedRows()
+    convert_layers(holder, rows)
+    rows.update(None, (1, tokens), "cpu", None)
     x = torch.randn(1, tokens, 256, dtype=torch.bfloat16, requires_grad=True)
 
     def run():

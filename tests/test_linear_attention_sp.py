@@ -22,6 +22,7 @@ from transformers import (
 from transformers.models.qwen3_5 import modeling_qwen3_5
 
 from longctx.config.rules.linear_attention import linear_attention_problems
+from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.layers import gated_deltanet as kernels
 from longctx.training.layers.linear_attention import (
     convert_layers,
@@ -48,7 +49,7 @@ def test_convolution_restarts_at_every_document():
     torch.manual_seed(0)
     x, weight = torch.randn(2, 12, 256), torch.randn(12, 4)
     pos = torch.cat([positions(LAYOUT), positions([256])])
-    out = kernels.causal_conv_restarting(x, weight, kernels.document_index(pos))
+    out = kernels.causal_conv_restarting(x, weight, DocumentLayout().fill(pos, pos.shape[0]).doc)
     conv = modeling_qwen3_5.causal_conv1d_fn.__wrapped__  # the torch reference, without the hub dispatch
     for s, e in spans(LAYOUT):
         assert torch.equal(out[:1, :, s:e], conv(x[:1, :, s:e], weight))
@@ -66,7 +67,7 @@ def test_recurrence_restarts_at_every_document():
     layouts = [LAYOUT, [64, 64, 1, 127]]
     pos = torch.cat([positions(rows) for rows in layouts])
     reference = kernels.reference_kernel(modeling_qwen3_5)
-    out = kernels.gated_delta_rule(reference, q, k, v, g, beta, pos, kernels.row_spans(pos))
+    out = kernels.gated_delta_rule(reference, q, k, v, g, beta, pos, DocumentLayout().fill(pos, pos.shape[0]).spans)
     for row, lengths in enumerate(layouts):
         for s, e in spans(lengths):
             part = [t[row : row + 1, s:e] for t in (q, k, v, g, beta)]

@@ -12,14 +12,14 @@ its `install_model_fixes`.
 Add a process-wide fix here as one line with its reason, in the order it must run.
 """
 
-from longctx.training.attention.isolation import install_for_recipe
-from longctx.training.attention.sinks import install_for_recipe as install_sink_attention
+from longctx.training.attention.isolation import install_isolation_for_recipe
+from longctx.training.attention.sinks import install_sink_attention
 from longctx.training.checkpoints.resume import install_sp_aware_skip
 from longctx.training.layers.linear_attention import lift_accelerate_refusal
 from longctx.training.sequence_parallel.cpu_comm import attach_deepspeed_comm
 from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
-from longctx.training.sequence_parallel.gloo_all_to_all import install as install_gloo_all_to_all
-from longctx.training.sequence_parallel.gloo_uneven_gather import install as install_gloo_uneven_gather
+from longctx.training.sequence_parallel.gloo_all_to_all import install_gloo_all_to_all
+from longctx.training.sequence_parallel.gloo_uneven_gather import install_gloo_uneven_gather
 from longctx.training.sequence_parallel.loss_weighting import install_token_weighted_sp_loss
 
 
@@ -32,7 +32,7 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     # CPU: accelerate attaches deepspeed.comm on GPUs only; ZeRO-2 SP asserts it before DeepSpeed would init it
     attach_deepspeed_comm()
     # packed documents attend only within themselves: `sdpa` in the attention registries, before DeepSpeed wraps it
-    isolation_line = install_for_recipe(recipe, model_args, model)
+    isolation_line = install_isolation_for_recipe(recipe, model_args, model)
     # gpt-oss sinks and sliding windows: each rank's heads get their own sinks, windows apply per document; it
     # wraps the `sdpa` isolation just registered, before DeepSpeed wraps it in turn
     isolation_line += install_sink_attention(recipe, model_args, model)

@@ -54,7 +54,7 @@ def main(rank: int, sp: int, port: int, out: Path) -> None:
         world_size=sp,
         timeout=timedelta(seconds=120),
     )
-    gloo_all_to_all.install(sp)
+    gloo_all_to_all.install_gloo_all_to_all(sp)
     torch.manual_seed(rank)
     s, module = SEQ // sp, torch.nn.Module()
     module.is_causal, module.training, module.num_key_value_groups = True, True, HEADS // KV

@@ -34,13 +34,13 @@ def main(rank: int, port: int, out: Path) -> None:
     )
     groups = [dist.new_group(list(range(g * SP, (g + 1) * SP))) for g in range(WORLD // SP)]
     group = groups[rank // SP]
-    result = {"installed_for_world": gloo_all_to_all.install(WORLD)}
+    result = {"installed_for_world": gloo_all_to_all.install_gloo_all_to_all(WORLD)}
     try:
         exchange(group)
         result["upstream"] = "ok"
     except ValueError as exc:
         result["upstream"] = str(exc)
-    result["installed"] = gloo_all_to_all.install(SP)
+    result["installed"] = gloo_all_to_all.install_gloo_all_to_all(SP)
     result["exchange"] = exchange(group)
     x = torch.tensor(float(rank + 1), requires_grad=True)
     gathered = dist_fn.all_gather(x, group=group)

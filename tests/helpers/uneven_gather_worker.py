@@ -46,8 +46,8 @@ def main(rank: int, port: int, out: Path) -> None:
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD, timeout=timedelta(seconds=60)
     )
     ds_comm.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, verbose=False)
-    result = {"upstream": upstream_gather(rank), "installed_for_sp1": gloo_uneven_gather.install(1)}
-    result["installed"] = gloo_uneven_gather.install(WORLD)
+    result = {"upstream": upstream_gather(rank), "installed_for_sp1": gloo_uneven_gather.install_gloo_uneven_gather(1)}
+    result["installed"] = gloo_uneven_gather.install_gloo_uneven_gather(WORLD)
     same = [torch.zeros(2) for _ in range(WORLD)]
     ds_comm.all_gather(same, torch.full((2,), float(rank)))
     result["equal_shapes"] = [t.tolist() for t in same]

@@ -37,6 +37,8 @@ class DocumentLayout:
     cu_seqlens: torch.Tensor | None = None  # int32 [N + 1] offsets over the flattened batch, on the device
     longest: int = 0  # the longest document, on the host (the varlen kernel sizes its grid from it)
     spans: list[list[tuple[int, int]]] = field(default_factory=list)  # per row, [start, end) on the host
+    position_ids: torch.Tensor | None = None  # [batch, length] the layout was read from, on the device
+    doc: torch.Tensor | None = None  # [batch, length] index of each token's document within its row, on the device
 
     def describes(self, batch: int, length: int) -> bool:
         return self.batch == batch and self.length == length
@@ -57,6 +59,7 @@ class DocumentLayout:
         self.longest = max(end - start for start, end in pairwise(bounds))
         docs = list(pairwise(bounds))
         self.spans = [[(s - r * length, e - r * length) for s, e in docs if s // length == r] for r in range(batch)]
+        self.position_ids, self.doc = pos, starts.long().cumsum(dim=1) - 1
         return self
 
 

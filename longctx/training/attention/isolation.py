@@ -186,7 +186,7 @@ def set_isolation_enabled(enabled: bool) -> None:
     _state["enabled"] = enabled
 
 
-def install_for_recipe(recipe, model_args, model) -> str:
+def install_isolation_for_recipe(recipe, model_args, model) -> str:
     """The entrypoint's one call: install per the recipe, turning a refusal into a clean RecipeError."""
     from longctx.config.recipe import RecipeError
 

@@ -118,7 +118,7 @@ def enable_sinks_and_windows(config, attn_implementation: str | None) -> str | N
     return "[sinks] sdpa: sliding windows applied inside each document"
 
 
-def install_for_recipe(recipe, model_args, model) -> str:
+def install_sink_attention(recipe, model_args, model) -> str:
     """The entrypoint's one call, after document isolation registered `sdpa`: "" or a line to print after it."""
     config = getattr(model, "config", None)
     if config is None:  # a pretrained path: the architecture it will load (local or cached)

@@ -24,20 +24,7 @@ from collections import defaultdict
 import torch
 import torch.nn.functional as F
 
-from longctx.training.attention.isolation import document_spans
 from longctx.training.attention.varlen import cu_seqlens
-
-
-def document_index(position_ids: torch.Tensor) -> torch.Tensor:
-    """[B, S] index of each token's document within its row (0 for the first)."""
-    starts = torch.zeros_like(position_ids, dtype=torch.long)
-    starts[:, 1:] = (position_ids[:, 1:] - position_ids[:, :-1] != 1).long()
-    return starts.cumsum(dim=1)
-
-
-def row_spans(position_ids: torch.Tensor) -> list[list[tuple[int, int]]]:
-    """[start, end) of every document, row by row."""
-    return [document_spans(row) for row in position_ids]
 
 
 def causal_conv_restarting(x: torch.Tensor, weight: torch.Tensor, doc: torch.Tensor, bias=None) -> torch.Tensor:
@@ -78,7 +65,8 @@ def uses_fla(query: torch.Tensor) -> bool:
 
 def gated_delta_rule(reference, q, k, v, g, beta, position_ids: torch.Tensor, spans) -> torch.Tensor:
     """Outputs [B, S, Hv, dv] of the recurrence restarted at every document (q, k [B, S, Hk, dk], g, beta
-    [B, S, Hv]; `spans` = row_spans(position_ids)); q and k are l2-normalised inside, as the model's call asks."""
+    [B, S, Hv]; `spans` = DocumentLayout.spans of position_ids); q and k are l2-normalised inside, as the model's
+    call asks."""
     if uses_fla(q):
         return _fla_varlen(fla_kernel(), q, k, v, g, beta, position_ids)
     return _by_document(reference, q, k, v, g, beta, spans)

@@ -34,20 +34,21 @@ from longctx.config.rules.linear_attention import (
     linear_attention_problems,
     recurrent_layer_types,
 )
+from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.layers import gated_deltanet as kernels
 
 _subclasses: dict[type, type] = {}
 
 
-class DocumentLayout:
-    """The whole rows' documents in the current forward, shared by all linear-attention layers of one model."""
+class ShardedRows:
+    """The rows of the current forward as every linear-attention layer of one model sees them: the SP group that
+    shards them (None: not sharded) and the whole rows' `DocumentLayout` (the one longctx/training/attention/
+    document_layout.py computes for softmax attention), from the position_ids all-gathered over that group."""
 
     def __init__(self) -> None:
         self.enabled = True  # False: upstream forward (the negative control of tests and the probe)
         self.group, self.rank, self.size = None, 0, 1
-        self.position_ids: torch.Tensor | None = None  # [B, S] of the whole rows
-        self.doc: torch.Tensor | None = None  # [B, S] document index of each token
-        self.spans: list[list[tuple[int, int]]] | None = None
+        self.documents: DocumentLayout | None = None
 
     def update(self, position_ids: torch.Tensor | None, shape: tuple[int, int], device, group) -> None:
         """Record the layout from this rank's position_ids ([B, s], or [k, B, s] for multimodal rope)."""
@@ -63,9 +64,7 @@ class DocumentLayout:
             parts = [torch.empty_like(position_ids) for _ in range(self.size)]
             dist.all_gather(parts, position_ids.contiguous(), group=group)
             position_ids = torch.cat(parts, dim=1)
-        self.position_ids = position_ids
-        self.doc = kernels.document_index(position_ids)
-        self.spans = kernels.row_spans(position_ids)
+        self.documents = DocumentLayout().fill(position_ids, batch)
 
 
 def ulysses_attention(config):
@@ -84,7 +83,7 @@ def ulysses_attention(config):
     return function.__closure__[names.index("uattn")].cell_contents if "uattn" in names else None
 
 
-def record_layout(layout: DocumentLayout):
+def record_layout(rows: ShardedRows):
     """A forward pre-hook for the decoder stack: the document layout (and SP group) of this forward."""
 
     def hook(module, args, kwargs):
@@ -94,7 +93,7 @@ def record_layout(layout: DocumentLayout):
         uattn = ulysses_attention(module.config)
         sharded = uattn is not None and (module.training or not uattn.disable_in_eval)
         group = uattn.process_group if sharded else None
-        layout.update(position_ids, tuple(reference.shape[:2]), reference.device, group)
+        rows.update(position_ids, tuple(reference.shape[:2]), reference.device, group)
 
     return hook
 
@@ -152,29 +151,29 @@ def exchange(blocks: torch.Tensor, group) -> torch.Tensor:
 class SequenceParallelGatedDeltaNet:
     """Mixed in before an upstream Gated DeltaNet class: its forward, sharded by heads and restarted per document."""
 
-    document_layout: DocumentLayout
+    sharded_rows: ShardedRows
     reference_kernel = None  # the family's upstream torch chunked kernel (gated_deltanet.reference_kernel)
 
     def forward(self, hidden_states, cache_params=None, attention_mask=None, **kwargs):
-        layout = self.document_layout
-        if cache_params is not None or not layout.enabled or layout.doc is None:
+        rows = self.sharded_rows
+        if cache_params is not None or not rows.enabled or rows.documents is None:
             return super().forward(hidden_states, cache_params=cache_params, attention_mask=attention_mask, **kwargs)
         if attention_mask is not None:  # upstream's apply_mask_to_padding_states: padded tokens' inputs are zero
             hidden_states = (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
         batch, local, _ = hidden_states.shape
         qkv, z, b, a = self.project(hidden_states)
-        shard = HeadShard(self, layout.size, layout.rank)
-        qkv, b, a = shard.to_heads(qkv, b, a, layout.group)
-        qkv = self.convolve(qkv, shard, layout)
+        shard = HeadShard(self, rows.size, rows.rank)
+        qkv, b, a = shard.to_heads(qkv, b, a, rows.group)
+        qkv = self.convolve(qkv, shard, rows.documents)
         q, k, v = qkv.split([shard.k_heads * shard.dk] * 2 + [shard.v_heads * shard.dv], dim=-1)
         length = q.shape[1]
         q, k = (t.reshape(batch, length, shard.k_heads, shard.dk) for t in (q, k))
         v = v.reshape(batch, length, shard.v_heads, shard.dv)
         g = -shard.heads(self.A_log).float().exp() * nn.functional.softplus(a.float() + shard.heads(self.dt_bias))
         core = kernels.gated_delta_rule(
-            self.reference_kernel, q, k, v, g, b.sigmoid(), layout.position_ids, layout.spans
+            self.reference_kernel, q, k, v, g, b.sigmoid(), rows.documents.position_ids, rows.documents.spans
         )
-        core = shard.to_sequence(core.to(hidden_states.dtype), layout.group)
+        core = shard.to_sequence(core.to(hidden_states.dtype), rows.group)
         core = self.norm(core.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
         return self.out_proj(core.reshape(batch, local, -1))
 
@@ -222,12 +221,12 @@ def share_conv_weights(layer) -> None:
         register_external_parameter(layer, parameter)
 
 
-def convert_layers(model, layout: DocumentLayout | None = None) -> int:
+def convert_layers(model, rows: ShardedRows | None = None) -> int:
     """Swap every supported Gated DeltaNet instance's class for its subclass and hook the decoder stacks that
-    hold them; returns how many layers were converted (all sharing one document layout)."""
+    hold them; returns how many layers were converted (all sharing one `ShardedRows`)."""
     import sys
 
-    layout = layout or DocumentLayout()
+    rows = rows or ShardedRows()
     supported = set(SEQUENCE_PARALLEL_LINEAR_ATTENTION.values())
     converted = 0
     for module in model.modules():
@@ -235,7 +234,7 @@ def convert_layers(model, layout: DocumentLayout | None = None) -> int:
         if f"{upstream.__module__}.{upstream.__qualname__}" in supported:
             # registered in longctx/training/patches/registry.py
             module.__class__ = sequence_parallel_class(upstream, sys.modules[upstream.__module__])
-            module.document_layout = layout
+            module.sharded_rows = rows
             share_conv_weights(module)
             converted += 1
     for module in model.modules():
@@ -243,7 +242,7 @@ def convert_layers(model, layout: DocumentLayout | None = None) -> int:
         if isinstance(layers, nn.ModuleList) and any(
             isinstance(m, SequenceParallelGatedDeltaNet) for m in layers.modules()
         ):
-            module.register_forward_pre_hook(record_layout(layout), with_kwargs=True)
+            module.register_forward_pre_hook(record_layout(rows), with_kwargs=True)
     return converted
 
 
@@ -254,7 +253,7 @@ def converted_layers(model) -> list:
 def set_linear_attention_sp_enabled(model, enabled: bool) -> None:
     """Switch the converted layers to upstream's forward and back (the negative control of the probe and tests)."""
     for layer in converted_layers(model):
-        layer.document_layout.enabled = enabled
+        layer.sharded_rows.enabled = enabled
 
 
 def refuse_unconverted_recurrent_layers(model) -> None:

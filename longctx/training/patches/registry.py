@@ -42,7 +42,7 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         target="deepspeed.comm.torch.TorchBackend.all_gather",
-        installed_by="longctx.training.sequence_parallel.gloo_uneven_gather:install",
+        installed_by="longctx.training.sequence_parallel.gloo_uneven_gather:install_gloo_uneven_gather",
         why="gloo refuses an all-gather into tensors of unequal sizes, which the SP dataloader adapter's refill does "
         "when SP ranks hold rows of different lengths; on gloo only those calls are padded for transport",
         written_against="deepspeed==0.19.8",
@@ -56,7 +56,7 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         target="torch.distributed.nn.functional._AlltoAll.forward",
-        installed_by="longctx.training.sequence_parallel.gloo_all_to_all:install",
+        installed_by="longctx.training.sequence_parallel.gloo_all_to_all:install_gloo_all_to_all",
         why="its gloo branch passes a group-local index as a global `src` rank: SP subgroups (sp x dp) crash",
         written_against="torch==2.13.0",
         source_sha256="b478419bbe80df86be915bfcec46ff1fa199ad68567f9a4d5925bef773d6472e",

@@ -46,7 +46,7 @@ def forward(ctx, group, out_tensor_list, *tensors):
     return tuple(out_tensor_list)
 
 
-def install(sp_size: int) -> bool:
+def install_gloo_all_to_all(sp_size: int) -> bool:
     """Replace `_AlltoAll.forward` if (and only if) this run's SP groups are ones the upstream code gets wrong."""
     if not dist.is_initialized() or dist.get_backend() != dist.Backend.GLOO:
         return False

@@ -53,7 +53,7 @@ def all_gather(self, tensor_list, tensor, group=None, async_op=False):
     return None
 
 
-def install(sp_size: int) -> bool:
+def install_gloo_uneven_gather(sp_size: int) -> bool:
     """Replace `TorchBackend.all_gather` if (and only if) this is a gloo run with SP, where the adapter needs it."""
     if sp_size <= 1 or not dist.is_initialized() or dist.get_backend() != dist.Backend.GLOO:
         return False
