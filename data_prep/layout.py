@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from longctx.config.rules.sequence import uneven_shards
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -31,12 +33,9 @@ class Layout:
 
     def problems(self) -> list[str]:
         """Why this layout cannot hold a sequence of max_length tokens, if it cannot."""
-        if self.max_length % self.multiple:
-            return [
-                (
-                    f"max_length {self.max_length} is not a multiple of {self.multiple} (lcm of sp_size and the "
-                    f"alignment): every sequence must split evenly across SP ranks; use "
-                    f"{max(self.max_length // self.multiple, 1) * self.multiple}"
-                )
-            ]
+        of_what = f"{self.multiple} (lcm of sp_size and the alignment)"
+        uneven = uneven_shards(self.max_length, self.multiple, of_what)
+        if uneven:
+            what, fix = uneven
+            return [f"max_length {what}: every sequence must split evenly across SP ranks; {fix}"]
         return []

@@ -137,10 +137,11 @@ def resolve_device(args: argparse.Namespace) -> str | None:
 
 def recipe_sp(recipe: str, overrides: dict | None = None) -> int:
     """The sp of the recipe's own accelerate YAML (1 when it names none)."""
+    from longctx.config.keys import recipe_with_overrides
     from longctx.config.paths import repo_path
-    from longctx.config.topology import load_yaml_mapping, read_topology
+    from longctx.config.topology import read_topology
 
-    value = {**load_yaml_mapping(resolve_recipe(recipe)), **(overrides or {})}.get("accelerate_config")
+    value = recipe_with_overrides(resolve_recipe(recipe), overrides).get("accelerate_config")
     return read_topology(repo_path(value)).sp_size if value else 1
 
 

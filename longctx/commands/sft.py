@@ -9,10 +9,10 @@ it can be copied into a cluster script. On one machine the rendezvous gets a fre
 import argparse
 import os
 
-from longctx.config.keys import split_argv
+from longctx.config.keys import recipe_with_overrides, split_argv
 from longctx.config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
 from longctx.config.recipe import RecipeError, exit_on_recipe_error
-from longctx.config.topology import ConfigError, load_yaml_mapping, read_topology
+from longctx.config.topology import ConfigError, read_topology
 from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port, replace_process
 
 
@@ -32,13 +32,8 @@ def make_parser() -> argparse.ArgumentParser:
 
 def accelerate_config_of(recipe_path, overrides: list[str]) -> str:
     """The recipe's accelerate YAML, honouring a command-line `--accelerate_config X` override."""
-    for i, arg in enumerate(overrides):
-        if arg == "--accelerate_config" and i + 1 < len(overrides):
-            return overrides[i + 1]
-        if arg.startswith("--accelerate_config="):
-            return arg.split("=", 1)[1]
     try:
-        value = load_yaml_mapping(recipe_path).get("accelerate_config")
+        value = recipe_with_overrides(recipe_path, overrides).get("accelerate_config")
     except ConfigError as exc:
         raise RecipeError(str(recipe_path), [str(exc)]) from None
     if not value:

@@ -5,6 +5,7 @@ a plausible one. Recipes, accelerate YAMLs and DeepSpeed JSONs all go through `n
 """
 
 import difflib
+from pathlib import Path
 
 from longctx.config.problems import Problem, error
 
@@ -53,3 +54,14 @@ def override_values(argv: list[str]) -> dict[str, str | list[str]]:
         if bare != name:
             del values[name]
     return values
+
+
+def recipe_with_overrides(recipe_path: str | Path, overrides: dict | list[str] | None = None) -> dict:
+    """The one raw read of a recipe as a run will see it: its YAML mapping with the command line's overrides on
+    top (an argv list or `override_values`' dict; values stay strings: TRL's parser types them). Tools that must
+    know a key before the parser runs (the accelerate YAML to launch with, the model the probe builds, the
+    rehearsal's derived recipe) read it here. ConfigError names the file when it is not a YAML mapping."""
+    from longctx.config.topology import load_yaml_mapping
+
+    values = override_values(overrides) if isinstance(overrides, list) else dict(overrides or {})
+    return {**load_yaml_mapping(recipe_path), **values}

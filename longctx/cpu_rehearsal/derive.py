@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from longctx.config.keys import recipe_with_overrides
 from longctx.config.paths import repo_path
 from longctx.config.topology import load_yaml_mapping
 
@@ -137,7 +138,7 @@ def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
 
 def raw_recipe(recipe_path: Path, overrides: dict | None = None) -> dict:
     """The recipe's YAML with the command line's overrides on top (as strings: TRL's parser types them)."""
-    return {**load_yaml_mapping(recipe_path), **(overrides or {})}
+    return recipe_with_overrides(recipe_path, overrides)
 
 
 def derive(recipe_path: Path, work: Path, overrides: dict | None = None) -> Derived:

@@ -10,8 +10,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from longctx.config.architectures import find_model_config
+from longctx.config.keys import recipe_with_overrides
 from longctx.config.paths import ARCHITECTURES_DIR, resolve_recipe
-from longctx.config.topology import load_yaml_mapping
 from longctx.miniature import miniature_config
 
 VOCAB = 256
@@ -19,7 +19,7 @@ VOCAB = 256
 
 def recipe_model(recipe: str, overrides: dict | None = None) -> tuple[str, str, str | None]:
     """(model_name_or_path, attn_implementation, model_config_source) of a recipe, with its overrides."""
-    data = {**load_yaml_mapping(resolve_recipe(recipe)), **(overrides or {})}
+    data = recipe_with_overrides(resolve_recipe(recipe), overrides)
     return data["model_name_or_path"], data.get("attn_implementation") or "sdpa", data.get("model_config_source")
 
 

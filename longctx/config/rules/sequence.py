@@ -31,12 +31,23 @@ def attention_problems(sft, model, topo, source: str, where: str) -> list[Proble
     return problems
 
 
+def uneven_shards(max_length: int, multiple: int, of_what: str) -> tuple[str, str] | None:
+    """The one rule that a sequence splits into equal SP shards: (what is wrong, the fix) when `max_length` is not
+    a multiple of `multiple` (sp, or data_prep's lcm of sp and an alignment; `of_what` names it), else None."""
+    if not max_length or max_length % multiple == 0:
+        return None
+    return (
+        f"{max_length} is not a multiple of {of_what}",
+        f"use max_length: {max(max_length // multiple, 1) * multiple}",
+    )
+
+
 def length_problems(sft, topo, source: str) -> list[Problem]:
     sp, max_length, pad = topo.sp_size, sft.max_length, sft.pad_to_multiple_of
     problems = []
-    if max_length and max_length % sp:
-        fix = f"use max_length: {max(max_length // sp, 1) * sp}"
-        problems.append(error(source, "max_length", f"{max_length} is not a multiple of sp={sp}", fix))
+    uneven = uneven_shards(max_length, sp, f"sp={sp}")
+    if uneven:
+        problems.append(error(source, "max_length", *uneven))
     if pad is not None and pad % sp:
         fix = f"use pad_to_multiple_of: {sp} (or leave it unset: the entrypoint pads to a multiple of sp)"
         problems.append(error(source, "pad_to_multiple_of", f"{pad} is not a multiple of sp={sp}", fix))
