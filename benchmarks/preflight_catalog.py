@@ -26,14 +26,14 @@ def cold_seconds() -> float:
 
 
 def warm_seconds() -> tuple[float, int]:
-    from longctx.commands.validate import check_launch, make_parser
+    from longctx.preflight.run import preflight_parser, run_preflight
 
-    args = make_parser().parse_args(["--all", "--intended"])
+    args = preflight_parser().parse_args(["--all", "--intended"])
     recipes = sorted((REPO / "recipes").rglob("*.yaml"))
-    check_launch(str(recipes[0]), [], args)  # imports
+    run_preflight(str(recipes[0]), [], args)  # imports
     start = time.perf_counter()
     for recipe in recipes:
-        check_launch(str(recipe), [], args)
+        run_preflight(str(recipe), [], args)
     return time.perf_counter() - start, len(recipes)
 
 

@@ -109,9 +109,9 @@ def main(argv: list[str]) -> int:
                 raise PrepError(f"{args.recipe}: `prepare_data` is off; set `prepare_data: packed` (or `unpacked`)")
         else:
             from data_prep.config import check
-            from data_prep.pipeline import prepare
+            from data_prep.pipeline import prepare_dataset
 
-            prepare(check(config_from_flags(args)), force=args.force, progress=progress)
+            prepare_dataset(check(config_from_flags(args)), force=args.force, progress=progress)
     except PrepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

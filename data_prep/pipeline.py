@@ -214,7 +214,9 @@ class Preparer:
         return fmt
 
 
-def prepare(cfg: PrepConfig, force: bool = False, log=print, progress: Progress | None = None) -> tuple[Path, bool]:
+def prepare_dataset(
+    cfg: PrepConfig, force: bool = False, log=print, progress: Progress | None = None
+) -> tuple[Path, bool]:
     """Build (or find in the cache) the prepared dataset; returns (its folder, whether it was a cache hit)."""
     key = cfg.cache_key()
     final = cfg.dataset_dir(key)
@@ -260,10 +262,10 @@ def _meta(cfg: PrepConfig) -> dict:
 
 def prepare_splits(cfg, force: bool = False, log=print, **kwargs):
     """Prepare the train side and, when the config holds documents out, the eval side; returns both folders."""
-    train, _ = prepare(cfg, force=force, log=log, **kwargs)
+    train, _ = prepare_dataset(cfg, force=force, log=log, **kwargs)
     ev = eval_config(cfg)
     if ev is None:
         return train, None
     log("[data] eval split: the held-out documents, prepared the same way")
-    folder, _ = prepare(ev, force=force, log=log, **kwargs)
+    folder, _ = prepare_dataset(ev, force=force, log=log, **kwargs)
     return train, folder

@@ -138,7 +138,7 @@ def yaml_model(name: str) -> str:
 def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
     """`chat_template_path` replaces the tokenizer's template whatever data_prep's tokenizer thread count."""
     from data_prep.tokenize import Encoder
-    from longctx.cpu_rehearsal.miniature import stand_in_tokenizer
+    from longctx.cpu_rehearsal.stand_in_tokenizer import stand_in_tokenizer
 
     stock, _ = stock_template("meta-llama/Llama-3.1-8B-Instruct")
     stand_in_tokenizer("llama", ["Hello there. " * 20], stock).save_pretrained(tmp_path)

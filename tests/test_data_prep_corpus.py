@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 from data_prep import json_stream
 from data_prep.config import PrepConfig
 from data_prep.packer import pack_bfd
-from data_prep.pipeline import prepare
+from data_prep.pipeline import prepare_dataset
 from data_prep.sources import read_json
 from data_prep.writer import DATASET, REPORT, AtomicWriter
 from tests.helpers import REPO
@@ -33,7 +33,7 @@ def corpus(path: Path, n: int = 300) -> Path:
 
 def run(tmp_path, src, name, **kw):
     cfg = PrepConfig(tokenizer=TOKENIZER, inputs=(str(src),), output_dir=str(tmp_path / name), **kw)
-    folder, _ = prepare(cfg, log=lambda *_: None)
+    folder, _ = prepare_dataset(cfg, log=lambda *_: None)
     return folder, json.loads((folder / REPORT).read_text())
 
 

@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 
 from data_prep.config import PrepConfig
 from data_prep.errors import PrepError
-from data_prep.pipeline import prepare
+from data_prep.pipeline import prepare_dataset
 from data_prep.writer import DATASET, PLOT, REPORT
 from tests.helpers import REPO
 
@@ -36,7 +36,7 @@ def config(tmp_path, inputs, **kw) -> PrepConfig:
 
 
 def run(cfg):
-    folder, hit = prepare(cfg, log=lambda *_: None)
+    folder, hit = prepare_dataset(cfg, log=lambda *_: None)
     return folder, json.loads((folder / REPORT).read_text()), hit
 
 
@@ -159,7 +159,7 @@ def test_cache_hit_force_and_byte_identical_output(tmp_path):
     assert not hit
     before = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     assert run(cfg)[2]  # second call: cache hit
-    again, _, hit = prepare(cfg, force=True, log=lambda *_: None) + (None,)
+    again, _, hit = prepare_dataset(cfg, force=True, log=lambda *_: None) + (None,)
     assert again == folder
     after = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     assert before == after  # same inputs and seed: byte-identical, no timestamps

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from longctx.commands.eval import default_lengths, main
+from longctx.commands.eval import main
+from longctx.evaluation.options import default_lengths
 from tests.helpers import REPO
 from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
 from tests.helpers.tiny_model import tiny_checkpoint

@@ -154,10 +154,10 @@ def main(argv: list[str]) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from longctx.leak_probe.model import recipe_model
+    from longctx.leak_probe.model import probe_model_source
     from longctx.training.attention.isolation import IsolationError
 
-    if recipe_model(args.recipe, args.overrides)[1].startswith("flash") and args.device != "cuda":
+    if probe_model_source(args.recipe, args.overrides)[1].startswith("flash") and args.device != "cuda":
         print(f"error: {args.recipe} uses flash attention, which needs a CUDA GPU; probe it on one", file=sys.stderr)
         return 2
     try:

@@ -43,9 +43,9 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     """The miniature model and tokenizer, and the sample data, in the rehearsal's folder."""
     from longctx.config.architectures import find_model_config
     from longctx.config.chat_templates import resolve_chat_template, stock_template
-    from longctx.cpu_rehearsal.miniature import write_model
     from longctx.cpu_rehearsal.run import StepFailed
     from longctx.cpu_rehearsal.sample import write_sample
+    from longctx.cpu_rehearsal.stand_in_tokenizer import write_model
 
     name = raw["model_name_or_path"]
     config_json = find_model_config(name, raw.get("model_config_source"))

@@ -83,9 +83,9 @@ def main(argv: list[str]) -> int:
             raise RecipeError(args.recipe, [unknown_recipe_message(args.recipe)])
         accel = accelerate_config_of(resolve_recipe(args.recipe), overrides)
         if not (args.dry_run or args.no_checks):
-            from longctx.launch.prepare import prepare
+            from longctx.launch.prepare import prepare_launch
 
-            accel = prepare(args.recipe, overrides, args.num_machines)  # preflight and data, one parse
+            accel = prepare_launch(args.recipe, overrides, args.num_machines)  # preflight and data, one parse
             if accel is None:
                 return 1
         cmd = launch_argv(args, overrides, accel)

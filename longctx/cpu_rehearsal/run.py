@@ -117,11 +117,11 @@ def _load_and_score(recipe, sft, model_args) -> tuple[str, float]:
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from longctx.training.model_build import build_config, is_adapter, recipe_model
+    from longctx.training.model_build import build_config, is_adapter, load_recipe_model
 
     out = Path(sft.output_dir)
     tokenizer = AutoTokenizer.from_pretrained(out)
-    model = recipe_model(recipe, model_args, sft, str(out))
+    model = load_recipe_model(recipe, model_args, sft, str(out))
     trained = build_config(recipe, model_args).rope_parameters  # what the entrypoint built the model with
     saved = AutoConfig.from_pretrained(out).rope_parameters  # the effective config beside the checkpoint
     if not saved == trained == model.config.rope_parameters:

@@ -30,17 +30,17 @@ def load_model(recipe, sft, model_args, checkpoint: str | None):
     A LoRA adapter is merged into its base, so the scored model runs the same code as a full checkpoint."""
     from transformers import AutoTokenizer
 
-    from longctx.training.model_build import recipe_model
+    from longctx.training.model_build import load_recipe_model
 
     tok_source = checkpoint if checkpoint and os.path.isfile(os.path.join(checkpoint, "tokenizer.json")) else None
     tok = AutoTokenizer.from_pretrained(tok_source or model_args.model_name_or_path)
-    model = recipe_model(recipe, model_args, sft, checkpoint)
+    model = load_recipe_model(recipe, model_args, sft, checkpoint)
     if hasattr(model, "merge_and_unload"):  # a PeftModel
         model = model.merge_and_unload()
     return model, tok
 
 
-def prepare(model, recipe, sft):
+def prepare_for_mesh(model, recipe, sft):
     """The model as accelerate prepares it for this mesh; returns (model, accelerator)."""
     from accelerate import Accelerator
     from torch.utils.data import DataLoader
@@ -107,7 +107,7 @@ def timed_score(model, example, sp: int, sp_rank: int, device) -> dict:
 def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
     """Score the grid; on global rank 0 returns (every example's verdict, the model's config), None elsewhere."""
     model, tok = load_model(recipe, sft, model_args, args.checkpoint)
-    model, acc = prepare(model, recipe, sft)
+    model, acc = prepare_for_mesh(model, recipe, sft)
     sp, sp_rank, dp, dp_rank = sp_coordinates(acc)
     examples = grid(tok, args.tasks, args.lengths, args.depths, args.samples, args.seed)
     mine = []
@@ -130,7 +130,7 @@ def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
     return rows, unwrap(model).config.to_dict()
 
 
-def check_launch(recipe) -> None:
+def refuse_other_mesh(recipe) -> None:
     """Refuse a mesh other than the recipe's (an eval at sp=1 would not be the recipe's memory or numbers)."""
     relaunch = (
         f"run `python -m longctx eval {recipe.config_source}` (or `make eval`), "
@@ -140,13 +140,13 @@ def check_launch(recipe) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from longctx.commands.eval import parse_args
+    from longctx.evaluation.options import parse_args
     from longctx.evaluation.report import write_outputs
 
     args, overrides = parse_args(argv)
     try:
         recipe, sft, model_args = parse_recipe(["--config", args.recipe_path, *overrides])
-        check_launch(recipe)
+        refuse_other_mesh(recipe)
     except RecipeError as exc:
         exit_on_recipe_error(exc)
     try:

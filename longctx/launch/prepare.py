@@ -20,13 +20,13 @@ def data_prep_argv(recipe: str, flags: list[str], overrides: list[str]) -> list[
 def preflight_here(recipe: str, overrides: list[str], num_nodes: int | None = None):
     """The preflight checks for a launch on this machine (and `num_nodes` like it); the resolved `Launch`, or
     None after printing the errors."""
-    from longctx.commands.validate import check_launch, make_parser, report
+    from longctx.preflight.run import preflight_parser, print_report, run_preflight
 
-    args = make_parser().parse_args(
+    args = preflight_parser().parse_args(
         [recipe, "--this-machine", *(["--num-nodes", str(num_nodes)] if num_nodes else [])]
     )
-    launch, problems, notes = check_launch(recipe, overrides, args)
-    return launch if report(launch, problems, notes, args, plan=False)["ok"] else None
+    launch, problems, notes = run_preflight(recipe, overrides, args)
+    return launch if print_report(launch, problems, notes, args, plan=False)["ok"] else None
 
 
 def prepare_data(launch, recipe: str, overrides: list[str]) -> None:
@@ -38,7 +38,7 @@ def prepare_data(launch, recipe: str, overrides: list[str]) -> None:
         raise RecipeError(launch.source, ["data preparation failed (its error is printed above)"])
 
 
-def prepare(recipe: str, overrides: list[str], num_nodes: int | None = None) -> str | None:
+def prepare_launch(recipe: str, overrides: list[str], num_nodes: int | None = None) -> str | None:
     """Check and prepare; the accelerate YAML to launch with, or None when preflight found an error."""
     launch = preflight_here(recipe, overrides, num_nodes)
     if launch is None:

@@ -17,7 +17,7 @@ from longctx.miniature import miniature_config
 VOCAB = 256
 
 
-def recipe_model(recipe: str, overrides: dict | None = None) -> tuple[str, str, str | None]:
+def probe_model_source(recipe: str, overrides: dict | None = None) -> tuple[str, str, str | None]:
     """(model_name_or_path, attn_implementation, model_config_source) of a recipe, with its overrides."""
     data = recipe_with_overrides(resolve_recipe(recipe), overrides)
     return data["model_name_or_path"], data.get("attn_implementation") or "sdpa", data.get("model_config_source")

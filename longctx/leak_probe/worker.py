@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from longctx.config.keys import override_values, split_argv
 from longctx.leak_probe.data import IGNORE, LAYOUTS, packed_batch, perturbed, shift_labels, spans
-from longctx.leak_probe.model import VOCAB, build_probe_model, load_architecture, recipe_model, tiny_config
+from longctx.leak_probe.model import VOCAB, build_probe_model, load_architecture, probe_model_source, tiny_config
 from longctx.training.attention.isolation import install_document_isolation, set_isolation_enabled
 from longctx.training.attention.sinks import enable_sinks_and_windows
 from longctx.training.layers.linear_attention import install_linear_attention_sp, set_linear_attention_sp_enabled
@@ -162,7 +162,7 @@ def run(
     recipe: str, sp: int, rank: int, isolation: bool, compare_stock: bool, parity: bool, device="cpu", overrides=None
 ) -> dict:
     """Every requested check on this rank; the report is the same on all ranks."""
-    name, attn, config_source = recipe_model(recipe, overrides)
+    name, attn, config_source = probe_model_source(recipe, overrides)
     config = tiny_config(load_architecture(name, config_source), sp)
     if device == "cuda" or attn.startswith("flash"):  # one GPU per rank
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"

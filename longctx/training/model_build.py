@@ -126,7 +126,7 @@ def trained_model(recipe, model_args, args, checkpoint: str):
     return PeftModel.from_pretrained(starting_model(recipe, model_args, args, config), checkpoint)
 
 
-def recipe_model(recipe, model_args, args, checkpoint: str | None = None):
+def load_recipe_model(recipe, model_args, args, checkpoint: str | None = None):
     """The one way to build the recipe's model: `checkpoint` when given, else the starting model. `args` is the
     recipe's SFTConfig (seed, trust_remote_code, model_init_kwargs). Bad keys are a RecipeError."""
     try:
@@ -138,9 +138,9 @@ def recipe_model(recipe, model_args, args, checkpoint: str | None = None):
 
 
 def build_model(recipe, model_args, training_args):
-    """What the entrypoint hands SFTTrainer as `model`: the starting model, built by `recipe_model`. The
+    """What the entrypoint hands SFTTrainer as `model`: the starting model, built by `load_recipe_model`. The
     `model_init_kwargs` it used are cleared, so TRL does not warn that an instance ignores them."""
-    model = recipe_model(recipe, model_args, training_args)
+    model = load_recipe_model(recipe, model_args, training_args)
     training_args.model_init_kwargs = None
     return model
 

@@ -12,7 +12,7 @@ import sys
 from types import SimpleNamespace
 
 from longctx.config.recipe import parse_recipe
-from longctx.evaluation.worker import load_model, prepare
+from longctx.evaluation.worker import load_model, prepare_for_mesh
 from longctx.training.retrieval.callback import RetrievalCallback
 from longctx.training.shutdown import exit_cleanly
 
@@ -22,7 +22,7 @@ LENGTH = 256
 def main(checkpoint: str, out: str, count: int, recipe_argv: list[str]) -> None:
     recipe, sft, model_args = parse_recipe(recipe_argv)
     model, tok = load_model(recipe, sft, model_args, checkpoint)
-    model, acc = prepare(model, recipe, sft)
+    model, acc = prepare_for_mesh(model, recipe, sft)
     trainer = SimpleNamespace(accelerator=acc, model_wrapped=model)
     slice_ = RetrievalCallback(trainer, tok, every=1, samples=1, length=LENGTH)
     slice_.examples = slice_.examples[:count]
