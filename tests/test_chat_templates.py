@@ -138,10 +138,11 @@ def yaml_model(name: str) -> str:
 def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
     """`chat_template_path` replaces the tokenizer's template whatever data_prep's tokenizer thread count."""
     from data_prep.tokenize import Encoder
+    from longctx.config.families.llama import LLAMA
     from longctx.cpu_rehearsal.stand_in_tokenizer import stand_in_tokenizer
 
     stock, _ = stock_template("meta-llama/Llama-3.1-8B-Instruct")
-    stand_in_tokenizer("llama", ["Hello there. " * 20], stock).save_pretrained(tmp_path)
+    stand_in_tokenizer(LLAMA.stand_in_tokens, ["Hello there. " * 20], stock).save_pretrained(tmp_path)
     training = str(resolve_chat_template("llama3.1-instruct-training"))
     jobs = [("messages", [CONVERSATIONS["system and two turns"]])]
     masks = []

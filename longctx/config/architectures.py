@@ -9,11 +9,12 @@ any network or GPU work, and the probe and the rehearsal build random-weight min
 import os
 from pathlib import Path
 
+from longctx.config.families.registry import sink_model_types
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT
 
-# Model types whose attention adds a learned sink logit per query head (`s_aux`): preflight requires sdpa for them
-# and the runtime (longctx/training/attention/sinks.py) slices the sinks per SP rank.
-SINK_MODEL_TYPES = ("gpt_oss",)
+# Model types whose attention adds a learned sink logit per query head (`s_aux`, the family row's `sinks`): preflight
+# requires sdpa for them and the runtime (longctx/training/attention/sinks.py) slices the sinks per SP rank.
+SINK_MODEL_TYPES = sink_model_types()
 
 
 def hf_cache_file(name: str, filename: str) -> Path | None:

@@ -8,6 +8,8 @@ tokens. The memory plan (longctx/memory_plan/), the MFU count (longctx/training/
 
 from dataclasses import dataclass
 
+from longctx.config.families.registry import gated_attention_types
+
 
 def text_config(config: dict) -> dict:
     """The language model's config: `text_config` of a multimodal checkpoint, else the config itself."""
@@ -74,8 +76,9 @@ class LinearAttention:
         return self.value_heads * 7.0 * state + 2.0 * self.conv_kernel * self.conv_channels
 
 
-# Softmax attention whose q_proj also emits a per-head output gate (twice the query width): Qwen3.5, Qwen3-Next.
-GATED_ATTENTION = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next")
+# Softmax attention whose q_proj also emits a per-head output gate (twice the query width): the family row's
+# `gated_attention` (Qwen3.5, Qwen3-Next)
+GATED_ATTENTION = gated_attention_types()
 
 
 def gated_attention(config) -> bool:

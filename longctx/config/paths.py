@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from longctx.config.families.registry import short_names
+
 # longctx/config/paths.py -> the folder that holds longctx/ (the repository, or a team repository it was copied into)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPES_DIR = REPO_ROOT / "recipes"
@@ -16,23 +18,9 @@ ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 
 
 # The short name of every catalog recipe (`make sft RECIPE=llama8b-256k`): `<family><size>-<length>`, plus the
-# kind when it is not full SFT. The one table of them; recipes/README.md lists it and tests/test_recipe_names.py
-# requires a short name for every recipe under recipes/. A new recipe adds its row here.
-SHORT_NAMES = {
-    "tiny-2k": "tiny-llama/sft-2k-cpu-sp2",
-    "llama8b-32k": "llama3.1-8b/sft-32k-1gpu-offload",
-    "llama8b-128k": "llama3.1-8b/sft-128k-sp4",
-    "llama8b-256k": "llama3.1-8b/sft-256k-sp8",
-    "llama8b-lora-256k": "llama3.1-8b/lora-256k-sp8",
-    "llama8b-1m": "llama3.1-8b/sft-1m-4x8-sp8-dp4",
-    "llama70b-128k": "llama3.1-70b/sft-128k-2x8-sp8-dp2",
-    "qwen8b-128k": "qwen3-8b/sft-128k-sp4",
-    "qwen32b-256k": "qwen3-32b/sft-256k-2x8-sp8-dp2",
-    "qwen3.5-27b-256k": "qwen3.5-27b/sft-256k-sp8",
-    "qwen3.5-27b-lora-256k": "qwen3.5-27b/lora-256k-sp8",
-    "qwen30b-a3b-256k": "qwen3-30b-a3b/sft-256k-sp8-offload-optimizer",
-    "gptoss20b-128k": "gpt-oss-20b/sft-128k-sp8",
-}
+# kind when it is not full SFT. Each family's row lists its recipes' (longctx/config/families/); recipes/README.md
+# lists them and tests/test_families.py requires a short name for every recipe under recipes/.
+SHORT_NAMES = short_names()
 
 
 def resolve_recipe(name_or_path: str) -> Path:

@@ -14,49 +14,24 @@ from itertools import pairwise
 from pathlib import Path
 
 from longctx.config.architectures import hf_cache_file
+from longctx.config.families.registry import family_of
+from longctx.config.families.schema import StandInTokens
 from longctx.config.linear_layers import text_config
 from longctx.config.paths import repo_path
 from longctx.miniature import miniature_config
 
-# Special tokens as the models' tokenizer_config.json publish them (typed here: the tokenizers are not on disk).
-FAMILY_TOKENS = {
-    "llama": {
-        "bos": "<|begin_of_text|>",
-        "eos": "<|eot_id|>",
-        "pad": None,  # Llama 3.1 has no pad token: the collators fall back to EOS, which is what runs for real
-        "extra": ["<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"],
-    },
-    "qwen3": {
-        "bos": None,  # Qwen3 adds no BOS
-        "eos": "<|im_end|>",
-        "pad": "<|endoftext|>",
-        "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>"],
-    },
-    "gpt_oss": {  # harmony (o200k_harmony): config.json eos 200002 = <|return|>, pad 199999 = <|endoftext|>
-        "bos": None,  # <|startoftext|> exists, but neither the tokenizer nor the harmony template adds it
-        "eos": "<|return|>",
-        "pad": "<|endoftext|>",
-        "extra": ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"]
-        + ["<|call|>"],
-        # harmony renders a long fixed system preamble on every conversation: at the default size the stand-in
-        # spends ~200 of the rehearsal's 256 tokens on it, so it learns the rendered text with a larger vocabulary
-        "vocab": 1024,
-    },
-    "qwen3_5_text": {  # Qwen3.5: Qwen3's chat tokens, plus the vision markers its template can emit
-        "bos": None,
-        "eos": "<|im_end|>",
-        "pad": "<|endoftext|>",
-        "extra": ["<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<|vision_start|>"],
-    },
-}
-FAMILY_TOKENS["qwen3_moe"] = FAMILY_TOKENS["qwen3"]  # Qwen3-30B-A3B: the Qwen3 tokenizer and chat template
 
-
-def family(config: dict) -> str:
-    kind = config.get("model_type", "")
-    if kind not in FAMILY_TOKENS:
-        raise ValueError(f"no stand-in tokenizer for model_type {kind!r}; add its special tokens to FAMILY_TOKENS")
-    return kind
+def stand_in_tokens(config: dict) -> StandInTokens:
+    """The family's special tokens as its tokenizer_config.json publishes them (the family row's
+    `stand_in_tokens`: typed there, the tokenizers are not on disk)."""
+    family = family_of(config)
+    if family is None or family.stand_in_tokens is None:
+        kind = config.get("model_type", "")
+        raise ValueError(
+            f"no stand-in tokenizer for model_type {kind!r}: give its family row `stand_in_tokens` "
+            "(longctx/config/families/, docs/adding-a-model.md)"
+        )
+    return family.stand_in_tokens
 
 
 def tokenizer_on_disk(name: str) -> Path | None:
@@ -67,33 +42,30 @@ def tokenizer_on_disk(name: str) -> Path | None:
     return cached.parent if cached else None
 
 
-def stand_in_tokenizer(kind: str, corpus: list[str], chat_template: str | None):
+def stand_in_tokenizer(spec: StandInTokens, corpus: list[str], chat_template: str | None):
     """A byte-level BPE on `corpus` with the family's special tokens, BOS rule, EOS, pad and chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    spec = FAMILY_TOKENS[kind]
-    special = [t for t in (spec["bos"], spec["eos"], spec["pad"]) if t] + spec["extra"]
-    if "vocab" in spec and chat_template:
+    special = [t for t in (spec.bos, spec.eos, spec.pad) if t] + list(spec.extra)
+    if spec.learns_rendered_template and chat_template:
         corpus = corpus + rendered_chats(corpus, chat_template)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=spec.get("vocab", 384),
+        vocab_size=spec.vocab,
         special_tokens=special,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(corpus, trainer=trainer)
-    if spec["bos"]:  # Llama's post-processor prepends BOS to every encoded text; Qwen's adds nothing
-        bos = spec["bos"]
+    if spec.bos:  # Llama's post-processor prepends BOS to every encoded text; Qwen's adds nothing
+        bos = spec.bos
         tok.post_processor = processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tok.token_to_id(bos))]
         )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=spec["bos"], eos_token=spec["eos"], pad_token=spec["pad"]
-    )
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=spec.bos, eos_token=spec.eos, pad_token=spec.pad)
     fast.chat_template = chat_template
     return fast
 
@@ -124,7 +96,7 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
         tokenizer = AutoTokenizer.from_pretrained(own)
         notes = [f"tokenizer: the recipe's own, from {own}"]
     else:
-        tokenizer = stand_in_tokenizer(family(config), corpus, template)
+        tokenizer = stand_in_tokenizer(stand_in_tokens(config), corpus, template)
         ids = f"bos={tokenizer.bos_token}, eos={tokenizer.eos_token}, pad={tokenizer.pad_token}"
         line = f"tokenizer: {recipe_model}'s is not on disk; a {len(tokenizer)}-token BPE stands in with its special "
         notes = [line + f"tokens ({ids}) and stock chat template (the recipe's chat_template_path replaces it)"]

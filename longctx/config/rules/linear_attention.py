@@ -8,17 +8,14 @@ head shards around the convolution and the recurrence); every other layer type w
 refused under sp > 1, by name, before anything is built. Pure data and rules: nothing here imports torch.
 """
 
+from longctx.config.families.registry import linear_attention_classes
 from longctx.config.linear_layers import recurrent_layer_types, text_config
 from longctx.config.problems import Problem, error
 
-# The text config's model_type -> the upstream layer class that longctx/training/layers/linear_attention.py makes
-# sequence-parallel (and restarts at packed-document boundaries). Qwen3.5's multimodal checkpoints nest their
-# text model under `text_config` (model_type `qwen3_5` / `qwen3_5_moe` outside, `*_text` inside).
-SEQUENCE_PARALLEL_LINEAR_ATTENTION = {
-    "qwen3_5_text": "transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet",
-    "qwen3_5_moe_text": "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet",
-    "qwen3_next": "transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet",
-}
+# model_type -> the upstream layer class that longctx/training/layers/linear_attention.py makes sequence-parallel
+# (and restarts at packed-document boundaries): the family row's `linear_attention_class`. Qwen3.5's multimodal
+# checkpoints nest their text model under `text_config` (model_type `qwen3_5` outside, `qwen3_5_text` inside).
+SEQUENCE_PARALLEL_LINEAR_ATTENTION = linear_attention_classes()
 SP_KEY = "parallelism_config.parallelism_config_sp_size"
 
 

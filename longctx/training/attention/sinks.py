@@ -25,7 +25,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from longctx.config.architectures import SINK_MODEL_TYPES
+from longctx.config.families.registry import family_of
 from longctx.training.attention.isolation import _state as isolation
 from longctx.training.attention.isolation import sliding_window_layers
 from longctx.training.attention.kernels import document_attention
@@ -83,16 +83,17 @@ def sink_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, 
     return document_attention(query, key, value, position_ids, scaling, window, sinks), None
 
 
-# Architectures whose attention takes `s_aux` (longctx/config/architectures.py SINK_MODEL_TYPES, which preflight
-# reads) and whose class refuses sdpa only for that reason.
-SINK_MODELS = {"gpt_oss": "transformers.models.gpt_oss.modeling_gpt_oss.GptOssPreTrainedModel"}
-assert set(SINK_MODELS) == set(SINK_MODEL_TYPES), "one list of sink models: longctx/config/architectures.py"
+def sink_family(config):
+    """The family row of a model whose attention takes `s_aux` (its `sinks`, which preflight also reads), or None."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    family = family_of(text)
+    return family if family is not None and family.sinks else None
 
 
 def needs_sink_attention(config) -> bool:
     """Whether this config's attention has sinks or sliding-window layers (both need `sink_sdpa_attention`)."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return getattr(text, "model_type", None) in SINK_MODELS or sliding_window_layers(text)
+    return sink_family(config) is not None or sliding_window_layers(text)
 
 
 def enable_sinks_and_windows(config, attn_implementation: str | None) -> str | None:
@@ -107,13 +108,13 @@ def enable_sinks_and_windows(config, attn_implementation: str | None) -> str | N
     if current is not sink_sdpa_attention:
         _state["inner"] = current
         AttentionInterface.register("sdpa", sink_sdpa_attention)  # registered in longctx/training/patches/registry.py
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    if text.model_type in SINK_MODELS:
+    family = sink_family(config)
+    if family is not None:
         from longctx.training.patches.check import resolve
 
-        resolve(
-            SINK_MODELS[text.model_type]
-        )._supports_sdpa = True  # registered in longctx/training/patches/registry.py
+        # the class refuses sdpa only because stock sdpa ignores the sinks, which this `sdpa` applies
+        model_class = resolve(family.sink_model_class)
+        model_class._supports_sdpa = True  # registered in longctx/training/patches/registry.py
         return "[sinks] sdpa: each rank's heads get their own sinks; sliding windows and documents kept per document"
     return "[sinks] sdpa: sliding windows applied inside each document"
 

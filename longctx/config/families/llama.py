@@ -1,0 +1,28 @@
+"""Llama 3.x (and the repository's tiny Llama): dense, full attention on every layer."""
+
+from longctx.config.families.common import FULL_ATTENTION
+from longctx.config.families.schema import Family, StandInTokens
+
+LLAMA = Family(
+    name="Llama 3.x",
+    model_types=("llama",),
+    layer_types=(FULL_ATTENTION,),
+    snapshots=("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"),
+    recipes=(
+        ("tiny-2k", "tiny-llama/sft-2k-cpu-sp2"),
+        ("llama8b-32k", "llama3.1-8b/sft-32k-1gpu-offload"),
+        ("llama8b-128k", "llama3.1-8b/sft-128k-sp4"),
+        ("llama8b-256k", "llama3.1-8b/sft-256k-sp8"),
+        ("llama8b-lora-256k", "llama3.1-8b/lora-256k-sp8"),
+        ("llama8b-1m", "llama3.1-8b/sft-1m-4x8-sp8-dp4"),
+        ("llama70b-128k", "llama3.1-70b/sft-128k-2x8-sp8-dp2"),
+    ),
+    training_template="recipes/assets/chat_templates/llama3.1-instruct-training.jinja",
+    stand_in_tokens=StandInTokens(
+        bos="<|begin_of_text|>",
+        eos="<|eot_id|>",
+        pad=None,  # Llama 3.1 has no pad token: the collators fall back to EOS, which is what runs for real
+        extra=("<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"),
+    ),
+    parity_tests=("tests/test_sp_parity.py",),
+)
