@@ -14,11 +14,12 @@ import sys
 import pytest
 
 from longctx.commands.validate import main
+from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.calibration import LLAMA_8B, arch_config
 from longctx.memory_plan.estimate import estimate
 from longctx.memory_plan.gpus import torch_gib
-from longctx.memory_plan.host import host_terms, pinned
+from longctx.memory_plan.host import host_terms, optimizer_split, pinned
 from tests.helpers import REPO, offline_env
 
 OFFLOAD_1GPU = "llama3.1-8b/sft-32k-1gpu-offload"
@@ -54,6 +55,36 @@ def test_host_terms_are_what_deepspeed_allocates(deepspeed_host_tensors):
     assert real["bf16_gradients_device"] == "cpu"  # the offload device, not the accelerator's
 
 
+@pytest.mark.subprocess
+def test_sub_groups_are_cut_where_deepspeed_cuts_them(deepspeed_host_tensors):
+    """Whole tensors in module order until a group reaches sub_group_size: 5 groups of 20,480-24,576 elements here,
+    where equal groups of at most 20,000 would be 6 (pinned, each group's buffer rounds up on its own)."""
+    on_gpu, on_host = optimizer_split(Arch.from_config(TINY), 1, None, 20000)
+    assert on_gpu == [] and on_host == deepspeed_host_tensors["sub_group_sizes"]
+
+
+def test_every_snapshot_lists_its_parameters_tensor_by_tensor():
+    for config in sorted(ARCHITECTURES_DIR.rglob("config.json")):
+        arch = Arch.from_config(json.loads(config.read_text()))
+        assert sum(arch.tensor_sizes()) == arch.params, config
+
+
+def test_partial_offload_moves_the_first_sub_groups_to_the_gpu():
+    """ratio 0.75 over Llama-8B's 8 sub-groups: int(0.25 x 8) = 2 stay on the GPU with 16 bytes an element (fp32
+    master weight and gradient, two Adam moments); the host keeps the other 6 and the whole bf16 gradient buffer."""
+    config, arch = arch_config(LLAMA_8B), Arch.from_config(arch_config(LLAMA_8B))
+    options = {"tiled_mlp": False, "act_offload": False, "grad_ckpt": True, "offload_params": False}
+    full, part = (estimate(config, seq_len=32768, sp=1, num_gpus=1, offload_optimizer=True, offload_ratio=r, **options)
+                  for r in (1.0, 0.75))  # fmt: skip
+    on_gpu, on_host = optimizer_split(arch, 1, None, 1e9, 0.75)
+    assert len(on_gpu) == 2 and len(on_host) == 6 and sum(on_gpu) + sum(on_host) == arch.params
+    assert part.model_states - full.model_states == pytest.approx(16 * sum(on_gpu) / 2**30)
+    host_full, host_part = dict(full.host_rows), dict(part.host_rows)
+    assert host_part["optimizer_states"] == pytest.approx(8 * sum(on_host) / 2**30)
+    assert host_part["fp32_gradients"] == 6 * 4.0 and host_full["fp32_gradients"] == 8 * 4.0  # 4 GiB pinned each
+    assert host_part["bf16_gradients"] == host_full["bf16_gradients"] == 16.0
+
+
 def test_pinned_buffers_round_up_to_a_power_of_two():
     """torch's CachingHostAllocator (PowerOf2Ceil): 8B's 15 GiB bf16 gradient buffer takes 16 GiB pinned."""
     arch = Arch.from_config(arch_config(LLAMA_8B))
@@ -82,6 +113,7 @@ def test_one_gpu_offload_recipe_is_refused_on_a_128_gib_node(capsys):
     out = capsys.readouterr().out
     assert "host memory: needs about" in out and "of 128.0 GiB RAM" in out and "optimizer_states" in out
     assert "offload_optimizer.pin_memory: false" in out  # the fix names the setting and its figure
+    assert "`offload_optimizer.ratio: 0.75`" in out and "2 of 8 optimizer sub-groups on the GPU" in out
 
 
 def test_one_gpu_offload_recipe_passes_with_the_ram(capsys):

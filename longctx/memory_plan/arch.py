@@ -110,6 +110,24 @@ class Arch:
         mixers += self.linear_layers * self.linear.token_mixer_params(self.hidden) if self.linear else 0
         return mlp_norms + mixers + embeddings + self.hidden
 
+    def tensor_sizes(self) -> list[int]:
+        """Every weight tensor's elements in the order `model.parameters()` yields them for transformers' decoder
+        models (embeddings; per layer the token mixer, the MLP or the MoE block's router and fused experts, two norms;
+        the final norm; an untied LM head). DeepSpeed's ZeRO-3 cuts its optimizer sub-groups along this order
+        (longctx/memory_plan/host.py `sub_groups`). Where layer types alternate (hybrid and partly-MoE models) the
+        linear-attention and dense layers are taken first: that moves a sub-group boundary by at most one tensor."""
+        q_width = self.heads * (2 if self.attention_gate else 1)
+        attention = [self.hidden * self.head_dim * n for n in (q_width, self.kv_heads, self.kv_heads, self.heads)]
+        dense = [self.hidden * self.intermediate] * 3
+        moe = [self.hidden * self.experts, self.experts * 2 * self.expert_intermediate * self.hidden]
+        moe.append(self.experts * self.expert_intermediate * self.hidden)
+        sizes = [self.vocab * self.hidden]
+        for layer in range(self.layers):
+            mixer = [self.linear.token_mixer_params(self.hidden)] if layer < self.linear_layers else attention
+            mlp = moe if layer >= self.layers - self.moe_layers else dense
+            sizes += [*mixer, *mlp, self.hidden, self.hidden]
+        return sizes + [self.hidden] + ([] if self.tied else [self.vocab * self.hidden])
+
     def lora_params(self, rank: int) -> int:
         """Adapters of rank r on every linear layer of every decoder layer (`all-linear`): r x (in + out) each."""
         q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim

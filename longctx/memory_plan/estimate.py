@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 
 from longctx.memory_plan import linear_attention, terms
 from longctx.memory_plan.arch import Arch
-from longctx.memory_plan.host import DEFAULT_SUB_GROUP, host_terms
+from longctx.memory_plan.host import DEFAULT_SUB_GROUP, host_terms, optimizer_split
 
 GIB = 2**30
 FRAGMENTATION = 0.10  # caching-allocator fragmentation with expandable_segments (ALST: budget 10-15%)
@@ -96,6 +96,7 @@ def estimate(
     pin_memory: bool = True,
     sub_group_size: float = DEFAULT_SUB_GROUP,
     selective_ckpt: bool = False,
+    offload_ratio: float = 1.0,
 ) -> MemoryPlan:
     """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
 
@@ -106,6 +107,8 @@ def estimate(
     `linear_kernel`: the Gated DeltaNet recurrence of hybrid models, `fla` (GPU) or `reference` (torch's).
     `pin_memory`, `sub_group_size`: DeepSpeed's offload settings, for the host terms (longctx/memory_plan/host.py).
     `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
+    `offload_ratio`: DeepSpeed's `offload_optimizer.ratio` (ZeRO-3 partial offload): the optimizer sub-groups kept on
+    the GPU count there (terms.model_states), the rest on the host (longctx/memory_plan/host.py).
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
@@ -118,9 +121,11 @@ def estimate(
         terms.mlp(arch, s, tiled_mlp, tiled_mlp_shards, kernels),
         terms.hidden_states(arch, s, kernels),
     )
+    lora_r = lora_rank if lora else None
+    on_gpu = sum(optimizer_split(arch, num_gpus, lora_r, sub_group_size, offload_ratio)[0]) if offload_optimizer else 0
     parts = {
         "model_states": terms.model_states(
-            arch, num_gpus, zero_stage, offload_optimizer, offload_params, lora_rank if lora else None
+            arch, num_gpus, zero_stage, offload_optimizer, offload_params, lora_r, optimizer_on_gpu=on_gpu
         ),
         "gathered_params": terms.gathered_params(arch, zero_stage, prefetch_bucket),
         "checkpoints": terms.checkpoints(arch, s, grad_ckpt, act_offload, kernels),
@@ -138,8 +143,8 @@ def estimate(
     per_node = gpus_per_node or num_gpus
     host = host_terms(
         arch, s, num_gpus, offload_optimizer=offload_optimizer, offload_params=offload_params,
-        act_offload=act_offload and grad_ckpt, lora_rank=lora_rank if lora else None, pin_memory=pin_memory,
-        sub_group_size=sub_group_size,
+        act_offload=act_offload and grad_ckpt, lora_rank=lora_r, pin_memory=pin_memory,
+        sub_group_size=sub_group_size, offload_ratio=offload_ratio,
     )  # fmt: skip
     host_rows = tuple((name, value * per_node / GIB) for name, value in host.items())
     gib = {k: v / GIB for k, v in parts.items()}

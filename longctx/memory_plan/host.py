@@ -12,6 +12,10 @@ Sources (DeepSpeed 0.19.8, torch 2.11-2.13, this repository):
   `exp_avg_sq` in fp32 beside each fp32 partition on the first step: 8 bytes a parameter, not pinned.
 - `fp32_gradients`: `initialize_optimizer_states` gives each sub-group (`sub_group_size` elements, 1e9 by
   default) an fp32 gradient buffer on the offload device, pinned when `offload_optimizer.pin_memory`.
+- Partial offload (`offload_optimizer.ratio` below 1, ZeRO-3 only): `_create_fp32_partitions` puts the first
+  `int((1 - ratio) x sub-groups)` sub-groups on the GPU (their master weights, fp32 gradients and, from the first
+  step, the Adam states of the `backup_optimizer`, torch's AdamW), the rest on the host; the bf16 gradient
+  partitions stay whole on the host. `optimizer_split` below; the GPU side is terms.model_states.
 - `bf16_gradients`: `_setup_for_real_optimizer` keeps `grad_partitions_flat_buffer`, every gradient partition
   in the gradient-accumulation dtype (the model's bf16 unless `data_types.grad_accum_dtype` says otherwise),
   on the offload device, pinned likewise: where reduced gradients land before the step. The GPU keeps none.
@@ -44,13 +48,47 @@ def pinned(nbytes: float) -> float:
     return float(2 ** math.ceil(math.log2(nbytes))) if nbytes > 0 else 0.0
 
 
-def sub_groups(elements: float, sub_group_size: float) -> list[float]:
-    """DeepSpeed's sub-groups of one rank's partition (`_create_fp16_sub_groups`): whole parameters are added
-    until a group reaches `sub_group_size`; modelled as equal groups of at most that size."""
-    if elements <= 0:
+def sub_groups(tensors: list[float], sub_group_size: float) -> list[float]:
+    """DeepSpeed's sub-groups of one rank's partition, as `_create_fp16_sub_groups` (deepspeed/runtime/zero/
+    stage3.py) cuts them: tensors in order are added to a group until it reaches `sub_group_size` elements, the
+    last group takes what is left; one group when the whole partition is not larger than `sub_group_size`."""
+    total = sum(tensors)
+    if total <= 0:
         return []
-    count = max(math.ceil(elements / sub_group_size), 1)
-    return [elements / count] * count
+    if total <= sub_group_size:
+        return [total]
+    groups, current = [], 0.0
+    for size in tensors:
+        current += size
+        if current >= sub_group_size:
+            groups, current = groups + [current], 0.0
+    return groups + ([current] if current else [])
+
+
+def optimizer_split(
+    arch: Arch, num_gpus: int, lora_rank: int | None, sub_group_size: float, ratio: float = 1.0
+) -> tuple[list[float], list[float]]:
+    """(sub-groups whose optimizer runs on the GPU, sub-groups on the host), in elements of one rank's partition.
+
+    Each tensor's partition is ceil(elements / ranks) (ZeRO-3 `partition_numel`); LoRA adapters are modelled as
+    one block (they are far below a sub-group). `ratio` is `offload_optimizer.ratio`: the first
+    `int((1 - ratio) x groups)` groups stay on the GPU (`_create_fp32_partitions`), all of them at ratio 1."""
+    if lora_rank:
+        tensors = [arch.lora_params(lora_rank) / num_gpus]
+    else:
+        tensors = [float(math.ceil(size / num_gpus)) for size in arch.tensor_sizes()]
+    groups = sub_groups(tensors, sub_group_size)
+    on_gpu = int((1 - ratio) * len(groups))  # DeepSpeed's own expression, float for float
+    return groups[:on_gpu], groups[on_gpu:]
+
+
+def ratio_keeping(on_gpu: int, groups: int) -> float:
+    """An `offload_optimizer.ratio` for which DeepSpeed keeps exactly `on_gpu` of `groups` sub-groups on the GPU: the
+    round value 1 - on_gpu / groups where float arithmetic gives it, else one halfway to the next group."""
+    for ratio in (round(1 - on_gpu / groups, 3), round(1 - (on_gpu + 0.5) / groups, 3)):
+        if int((1 - ratio) * groups) == on_gpu:
+            return ratio
+    raise ValueError(f"no ratio keeps {on_gpu} of {groups} sub-groups on the GPU")
 
 
 def host_terms(
@@ -64,6 +102,7 @@ def host_terms(
     lora_rank: int | None = None,
     pin_memory: bool = True,
     sub_group_size: float = DEFAULT_SUB_GROUP,
+    offload_ratio: float = 1.0,
 ) -> dict[str, float]:
     """Host bytes one rank holds at its peak (the first optimizer step, checkpoints of one step offloaded)."""
     keep = pinned if pin_memory else float
@@ -73,9 +112,10 @@ def host_terms(
         ("master_weights", "optimizer_states", "fp32_gradients", "bf16_gradients", "offloaded_params"), 0.0
     )
     if offload_optimizer:
-        terms["master_weights"] = FP32 * share
-        terms["optimizer_states"] = ADAM_STATES * share
-        terms["fp32_gradients"] = sum(keep(FP32 * group) for group in sub_groups(share, sub_group_size))
+        _, on_host = optimizer_split(arch, num_gpus, lora_rank, sub_group_size, offload_ratio)
+        terms["master_weights"] = FP32 * sum(on_host)
+        terms["optimizer_states"] = ADAM_STATES * sum(on_host)
+        terms["fp32_gradients"] = sum(keep(FP32 * group) for group in on_host)
         terms["bf16_gradients"] = keep(BF16 * share)
     if offload_params:
         frozen = (arch.params / num_gpus) if lora_rank else 0.0  # frozen partitions: off the pinned flat buffer

@@ -10,6 +10,7 @@ import math
 from longctx.memory_plan.arch import Arch
 
 BF16 = 2
+FP32_OPTIMIZER = 16  # an element whose optimizer is on the GPU: fp32 master weight and gradient, two Adam moments
 # What one decoder layer holds at the peak of its recompute + backward, in bf16 tensors of s x width, measured
 # on CPU with transformers' LlamaDecoderLayer (tests/test_memory_terms.py: separated by varying I, KV heads):
 HIDDEN_COPIES = 12.5  # s x h: residuals, both RMSNorms' fp32 upcasts (2 units each) and outputs, q, gradients
@@ -41,7 +42,7 @@ TRL_TOKEN_CHUNK = 4096  # trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE
 
 
 def model_states(arch: Arch, num_gpus: int, zero_stage: int, offload_optimizer: bool, offload_params: bool,
-                 lora_rank: int | None) -> float:  # fmt: skip
+                 lora_rank: int | None, optimizer_on_gpu: float = 0.0) -> float:  # fmt: skip
     """ZeRO (Rajbhandari et al. 2020, section 3): mixed-precision Adam keeps 2 + 2 + 12 = 16 bytes a parameter
     (bf16 weight, bf16 gradient, fp32 master weight and two moments); stage 3 shards all of it over every GPU,
     stage 2 keeps the bf16 weights whole. Optimizer offload leaves only the bf16 weight partition on the GPU:
@@ -49,7 +50,9 @@ def model_states(arch: Arch, num_gpus: int, zero_stage: int, offload_optimizer: 
     (`_setup_for_real_optimizer`, deepspeed/runtime/zero/stage3.py; the host side is longctx/memory_plan/host.py).
     Parameter offload moves the weight partition to the host too. LoRA: frozen bf16 weights, and the adapters
     with their own states by the same rules. Stages 0 and 1 are not modelled (the recipes refuse them,
-    longctx/config/rules/zero.py)."""
+    longctx/config/rules/zero.py). Partial offload (`offload_optimizer.ratio` < 1) keeps `optimizer_on_gpu`
+    elements' optimizer on the GPU (longctx/memory_plan/host.py `optimizer_split`): their fp32 master weights and
+    gradients and the two Adam moments, 16 bytes each; the step's temporaries come after backward's peak."""
     if zero_stage not in (2, 3):
         raise ValueError(f"ZeRO stage {zero_stage} is not modelled (stages 2 and 3 only)")
     if offload_optimizer:
@@ -59,7 +62,7 @@ def model_states(arch: Arch, num_gpus: int, zero_stage: int, offload_optimizer: 
     if lora_rank:
         base = 0 if offload_params else BF16 * arch.params / (num_gpus if zero_stage == 3 else 1)
         return base + per_param * arch.lora_params(lora_rank) / num_gpus
-    states = arch.params * per_param / num_gpus
+    states = arch.params * per_param / num_gpus + (FP32_OPTIMIZER * optimizer_on_gpu if offload_optimizer else 0)
     if zero_stage == 2:
         states += arch.params * BF16 * (1 - 1 / num_gpus)
     return states

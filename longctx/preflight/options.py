@@ -13,8 +13,8 @@ def offloaded(launch, what: str) -> bool:
 
 
 def offload_setting(launch, key: str, default):
-    """`offload_optimizer.<key>` (pin_memory) or `zero_optimization.<key>` (sub_group_size) from the DeepSpeed JSON:
-    the settings the host terms depend on (longctx/memory_plan/host.py)."""
+    """`offload_optimizer.<key>` (pin_memory, ratio) or `zero_optimization.<key>` (sub_group_size) from the DeepSpeed
+    JSON: the settings the host terms depend on (longctx/memory_plan/host.py)."""
     zero = (launch.ds or {}).get("zero_optimization") or {}
     value = (zero.get("offload_optimizer") or {}).get(key, zero.get(key, default))
     return default if value == "auto" else value
@@ -68,6 +68,7 @@ def plan_options(launch) -> dict:
         "gpus_per_node": machine.gpus_per_node or topo.processes_per_machine,
         "pin_memory": bool(offload_setting(launch, "pin_memory", True)),
         "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
+        "offload_ratio": float(offload_setting(launch, "ratio", 1.0)),
     }
 
 

@@ -55,6 +55,7 @@ def main() -> None:
     report = {
         "params": params,
         "sub_groups": len(fp32),
+        "sub_group_sizes": [int(n) for n in opt.fp16_partitioned_groups_flat_numel],
         "master_weights": nbytes(fp32),
         "fp32_gradients": nbytes(p.grad for p in fp32),
         "optimizer_states": nbytes(states),

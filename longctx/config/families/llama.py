@@ -11,6 +11,8 @@ LLAMA = Family(
     recipes=(
         ("tiny-2k", "tiny-llama/sft-2k-cpu-sp2"),
         ("llama8b-32k", "llama3.1-8b/sft-32k-1gpu-offload"),
+        ("llama8b-h200-192k", "llama3.1-8b/sft-192k-1gpu-h200"),
+        ("llama8b-h100-256k", "llama3.1-8b/sft-256k-1gpu-h100"),
         ("llama8b-128k", "llama3.1-8b/sft-128k-sp4"),
         ("llama8b-256k", "llama3.1-8b/sft-256k-sp8"),
         ("llama8b-lora-256k", "llama3.1-8b/lora-256k-sp8"),

@@ -9,7 +9,8 @@ allocates them, with no fitted constant, so the refusal line is the RAM itself (
 
 from longctx.config.problems import Problem, error, warning
 from longctx.memory_plan.estimate import estimate
-from longctx.preflight.options import plan_options, zero_refused
+from longctx.preflight.checks.memory_fit import TIGHT as GPU_TIGHT
+from longctx.preflight.options import gpu_gib, plan_options, zero_refused
 
 TIGHT = 0.90  # above this share of the RAM, the OS, the page cache and data loading can tip it over
 
@@ -42,6 +43,9 @@ def fix_text(launch, plan, options: dict, ram: float) -> str:
         return estimate(config, seq_len=seq, sp=sp, **{**options, **change}).host_per_node
 
     fixes = []
+    partial = partial_offload_fix(launch, options, ram)
+    if partial:
+        fixes.append(partial)
     if options["pin_memory"]:
         fixes.append(f"`offload_optimizer.pin_memory: false` in the DeepSpeed JSON ({need(pin_memory=False):.1f} GiB)")
     if options["act_offload"]:
@@ -53,3 +57,28 @@ def fix_text(launch, plan, options: dict, ram: float) -> str:
         )
     fixes.append("more nodes (each node holds its GPUs' shares) or a node with more RAM")
     return f"a node with at least {plan.host_per_node:.0f} GiB, or: " + "; ".join(fixes)
+
+
+def partial_offload_fix(launch, options: dict, ram: float) -> str | None:
+    """ZeRO-3 partial optimizer offload: the `offload_optimizer.ratio` that keeps the fewest optimizer sub-groups on
+    the GPU while the host fits, with what it costs the GPU; None if no ratio fits both (under their tight lines)."""
+    from longctx.memory_plan.arch import Arch
+    from longctx.memory_plan.host import optimizer_split, ratio_keeping
+
+    if not options["offload_optimizer"] or options["zero_stage"] != 3:
+        return None
+    config, seq, sp = launch.facts.config, launch.sft.max_length, launch.topo.sp_size
+    lora = options["lora_rank"] if options["lora"] else None
+    split = optimizer_split(Arch.from_config(config), options["num_gpus"], lora, options["sub_group_size"])
+    groups = len(split[0]) + len(split[1])
+    for on_gpu in range(1, groups):
+        ratio = ratio_keeping(on_gpu, groups)
+        plan = estimate(config, seq_len=seq, sp=sp, **{**options, "offload_ratio": ratio})
+        gpu = gpu_gib(launch)
+        if plan.host_per_node <= TIGHT * ram and (gpu is None or plan.total_gib <= GPU_TIGHT * gpu):
+            where = f"{on_gpu} of {groups} optimizer sub-groups on the GPU"
+            return (
+                f"`offload_optimizer.ratio: {ratio}` in the DeepSpeed JSON (ZeRO-3 partial offload: {where}; host "
+                f"{plan.host_per_node:.1f} GiB, GPU {plan.total_gib:.1f} GiB)"
+            )
+    return None

@@ -347,4 +347,32 @@ PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
+    Patch(
+        target=f"{STAGE3}._optimizer_step",
+        installed_by="longctx.training.memory.partial_offload:install_partial_offload_fixes",
+        why="partial offload (`offload_optimizer.ratio` < 1) steps the GPU sub-groups with a backup AdamW whose "
+        "learning rate is frozen at engine build (the scheduler sets the CPU Adam's groups only): the scheduled "
+        "values are copied into it before each GPU sub-group's step, then the upstream method runs",
+        written_against="deepspeed==0.19.8",
+        source_sha256="35f8511bba5ff760b250d0b0a7d062d28dda6adb699913a298de4b44dba17951",
+        relies_on=(
+            (f"{STAGE3}._create_fp32_partitions", "2d22754c23f57f2968c8abdaa5aa3eaeb7b9e46c954fb4aa7684ac4cc4fc40ba"),
+            (f"{STAGE3}.__init__", "2ebc271180aa345f7a06274a0774e94811d03f5c480e825858c60c74aa6cf705"),
+        ),
+    ),
+    Patch(
+        target=f"{STAGE3}._rigid_state_dict",
+        installed_by="longctx.training.memory.partial_offload:install_partial_offload_fixes",
+        why="a checkpoint under partial offload holds the CPU Adam's state only: the upstream dict gains the backup "
+        "optimizer's (the GPU sub-groups' Adam moments and steps), read with its groups holding their partitions",
+        written_against="deepspeed==0.19.8",
+        source_sha256="9a67500b2f2c4a7a30cfb97ba0045ff6390179b238c7bd967bce96717baa96d5",
+    ),
+    Patch(
+        target=f"{STAGE3}._rigid_load_state_dict",
+        installed_by="longctx.training.memory.partial_offload:install_partial_offload_fixes",
+        why="restores the backup optimizer's state that `_rigid_state_dict` added, after the upstream load",
+        written_against="deepspeed==0.19.8",
+        source_sha256="4e33833d717fd28b6ca98b8947dffed0b1d57f3df0640ea4f40813cba8ffb603",
+    ),
 )
