@@ -1,49 +1,55 @@
 #!/usr/bin/env bash
-# The GPU step benchmark (benchmarks/gpu_step.py) on a GPU node as it is: its own python3 and CUDA torch, no network.
+# The GPU step benchmark (benchmarks/gpu_step.py) on a GPU machine as it is: its own python3 and CUDA torch, no network.
 #
-#   benchmarks/gpu_step.sh fetch          # on a machine with network: the pins the node lacks, as wheels
-#   benchmarks/gpu_step.sh run [FLAGS]    # on the GPU node: install them beside its torch, run with a time limit
+#   benchmarks/gpu_step.sh fetch          # on a machine with network: the pins the image lacks, one archive to carry
+#   benchmarks/gpu_step.sh run [FLAGS]    # on the GPU machine: install them over its packages, check, run
 #
-# fetch: wheels for CPython $NODE_PYTHON (default 3.12) on manylinux x86_64 of the pins in constraints.txt that the
-# H200 image lacks (../shared/gpu notes: transformers, trl, liger_kernel, datasets and their pure-Python deps), and a
-# pure-Python wheel of DeepSpeed (only its sdist is published; DS_BUILD_OPS=0: the benchmark compiles no op) into
-# benchmarks/wheels-node/ (git-ignored, about 19 MB: carry it with the repository).
-# run: `pip install --no-deps --target` into a fresh folder put on PYTHONPATH, so the node's torch, triton,
-# accelerate and numpy stay what they are; then gpu_step.py under `timeout` ($GPU_STEP_TIMEOUT_S, default 470 s),
-# its rows in $OUT/gpu_step.jsonl when $OUT is set, else benchmarks/results/gpu_step.jsonl.
-set -euo pipefail
+# fetch: benchmarks/node_wheels.py fetch -> benchmarks/wheels-node/wheels.tar.xz (git-ignored, under the 64 MiB a
+#   device run carries; the lines it prints say how big).
+# run, within $GPU_STEP_TIMEOUT_S (default 330 s) for all of it:
+#   1. install (benchmarks/node_wheels.py install): a venv over the image's interpreter that keeps every image package
+#      satisfying the stack's requirements and installs only the missing or too old ones, offline, from the archive;
+#   2. check: every module the recipe's path imports, imported once; a failure stops here, before any GPU work;
+#   3. DeepSpeed's CPU Adam compiled in the background (the recipe's optimizer; the run loads it when it gets there);
+#   4. benchmarks/gpu_step.py --budget-s $GPU_STEP_BUDGET_S (default 240) FLAGS: one JSON line per row, flushed.
+# Everything it writes goes to $OUT when set (a device run brings that folder back), else benchmarks/results/:
+# gpu_step.jsonl (the rows), install.log, cpu_adam.log, launch.log (the recipe run's output, its last 2 MB).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-WHEELS=benchmarks/wheels-node
-NODE_PYTHON=${NODE_PYTHON:-3.12}
+CARRIED=${GPU_STEP_WHEELS:-benchmarks/wheels-node}
 PYTHON=${PYTHON:-python3}
-pin() { grep -i "^$1==" constraints.txt | head -1; }
-CARRIED=(transformers trl liger_kernel datasets dill multiprocess hjson pydantic pydantic_core annotated-types typing-inspection)
 
 case "${1:-}" in
   fetch)
-    mkdir -p "$WHEELS"
-    pins=()
-    for name in "${CARRIED[@]}"; do pins+=("$(pin "$name")"); done
-    $PYTHON -m pip download -q --no-deps --only-binary=:all: --python-version "$NODE_PYTHON" --implementation cp \
-      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-      -d "$WHEELS" "${pins[@]}"
-    DS_BUILD_OPS=0 $PYTHON -m pip wheel -q --no-deps --wheel-dir "$WHEELS" "$(pin deepspeed)"
-    ls "$WHEELS" && du -sh "$WHEELS"
+    exec "$PYTHON" benchmarks/node_wheels.py fetch --out "$CARRIED"
     ;;
   run)
     shift
-    ls "$WHEELS"/*.whl >/dev/null 2>&1 || { echo "error: no wheels in $WHEELS: run '$0 fetch' on a machine with network and carry the folder" >&2; exit 2; }
-    site=$(mktemp -d)/site
-    $PYTHON -m pip install -q --no-index --no-deps --no-compile --target "$site" "$WHEELS"/*.whl
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-    export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
-    out=${OUT:-benchmarks/results}/gpu_step.jsonl
-    mkdir -p "$(dirname "$out")"
-    timeout "${GPU_STEP_TIMEOUT_S:-470}" $PYTHON benchmarks/gpu_step.py --out "$out" "$@"
-    echo "rows: $out"
+    start=$SECONDS
+    out=${OUT:-benchmarks/results}
+    mkdir -p "$out"
+    [ -f "$CARRIED/wheels.tar.xz" ] || { echo "error: no $CARRIED/wheels.tar.xz: run '$0 fetch' on a machine with network and carry the folder" >&2; exit 2; }
+    scratch=$(mktemp -d)
+    venv=$scratch/venv
+    export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$scratch/torch-extensions} HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+    export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
+    "$PYTHON" benchmarks/node_wheels.py install --venv "$venv" --carried "$CARRIED" 2>&1 | tee "$out/install.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "error: the install failed (install.log)" >&2; exit 3; }
+    "$venv/bin/python" benchmarks/node_wheels.py check 2>&1 | tee -a "$out/install.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "error: an import failed (install.log): nothing was run on the GPU" >&2; exit 4; }
+    echo "[gpu-step] installed and checked in $((SECONDS - start)) s"
+    ( PATH="$venv/bin:$PATH" "$venv/bin/python" -c "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load(); print('[gpu-step] CPU Adam built')" >"$out/cpu_adam.log" 2>&1 & )
+    left=$(( ${GPU_STEP_TIMEOUT_S:-330} - (SECONDS - start) ))
+    PATH="$venv/bin:$PATH" timeout --kill-after=20 "$left" "$venv/bin/python" benchmarks/gpu_step.py \
+      --out "$out/gpu_step.jsonl" --work "$scratch/work" --budget-s "${GPU_STEP_BUDGET_S:-240}" "$@"
+    code=$?
+    tail -c 2000000 "$scratch/work/launch.log" >"$out/launch.log" 2>/dev/null
+    echo "[gpu-step] exit $code after $((SECONDS - start)) s; rows: $out/gpu_step.jsonl"
+    exit $code
     ;;
   *)
-    echo "usage: $0 fetch | run [--budget-s 420 --offload-params --tiny]" >&2
+    echo "usage: $0 fetch | run [--budget-s 240 --recipe R --no-attention --tiny]" >&2
     exit 2
     ;;
 esac

@@ -110,3 +110,37 @@ def load_native(folder):
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(folder)
+
+
+def random_llama(device=None):
+    from transformers import AutoModelForCausalLM
+
+    from longctx.training.model_build import build_random_model
+
+    recipe, _, model_args = parse_recipe(["--config", TINY_RECIPE])
+    built = build_random_model(recipe, model_args, seed=7, device=device)
+    torch.manual_seed(7)
+    plain = AutoModelForCausalLM.from_config(built.config, dtype=torch.float32, attn_implementation="sdpa")
+    return built, plain
+
+
+def same_weights(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def test_a_cpu_run_draws_random_weights_on_the_cpu_as_before():
+    """A CPU run (no device, `use_cpu`) keeps the seeded CPU draw every parity test compares: bit for bit."""
+    built, plain = random_llama()
+    assert all(p.device.type == "cpu" for p in built.parameters())
+    assert same_weights(built, plain)
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_draws_random_weights_on_its_gpu_the_same_on_every_rank():
+    """On a GPU the weights are drawn there (seconds for 8B, not minutes), the same for the same seed."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    first, _ = random_llama("cuda:0")
+    again, _ = random_llama("cuda:0")
+    assert all(p.device.type == "cuda" for p in first.parameters())
+    assert same_weights(first, again)

@@ -129,6 +129,14 @@ class RecipeArguments(_script_arguments_base()):
             "(longctx/training/attention/isolation.py)."
         },
     )
+    step_record: str | None = field(
+        default=None,
+        metadata={
+            "help": "Write one JSON line per logged step to this file: seconds, tokens, documents, the throughput "
+            "metrics, peak GPU memory allocated and reserved, host memory (longctx/training/metrics/step_record.py; "
+            "benchmarks/gpu_step.py reads it). Each step starts with the GPU's cached blocks released: for measuring."
+        },
+    )
 
 
 def make_parser():

@@ -57,19 +57,48 @@ def torch_dtype(model_args):
     return getattr(torch, model_args.dtype) if model_args.dtype not in (None, "auto") else model_args.dtype
 
 
-def build_random_model(recipe, model_args, seed: int, trust_remote_code: bool = False, config=None):
-    """The architecture with random weights, identical on every rank and for every sp size (seeded)."""
+GPU_INIT_SHARE = 0.25  # random weights are drawn on the run's GPU when the model takes at most this share of it
+
+
+def init_device(build, device) -> torch.device:
+    """Where `build()` (a model factory) draws its random weights: the run's GPU when the model takes at most
+    GPU_INIT_SHARE of it, else the CPU.
+
+    Why: torch draws random numbers on the CPU with one generator in a serial kernel, about 16M parameters a
+    second on this project's CPU machine (1.49B in 94 s, benchmarks/README.md): minutes for an 8B model before its
+    first step, where a GPU draws them in about a second. The same seed gives every rank the same weights on the
+    same GPU model; a CPU run (`use_cpu`, the parity tests) draws on the CPU as before. Sized on the meta device."""
+    device = torch.device(device or "cpu")
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    with torch.device("meta"):
+        model = build()
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    fits = size <= GPU_INIT_SHARE * torch.cuda.get_device_properties(device).total_memory
+    return device if fits else torch.device("cpu")
+
+
+def build_random_model(recipe, model_args, seed: int, trust_remote_code: bool = False, config=None, device=None):
+    """The architecture with random weights, identical on every rank and for every sp size (seeded); drawn on
+    `device` (the run's, `init_device`) when it is a GPU the model fits comfortably."""
     from transformers import AutoModelForCausalLM
 
     config = config if config is not None else build_config(recipe, model_args, trust_remote_code)
     # gpt-oss declares no sdpa support until its sinks have an sdpa that honours them
     # (longctx/training/attention/sinks.py)
     enable_sinks_and_windows(config, model_args.attn_implementation)
-    torch.manual_seed(seed)
     dtype = torch_dtype(model_args) if model_args.dtype not in (None, "auto") else torch.float32
-    return AutoModelForCausalLM.from_config(
-        config, dtype=dtype, attn_implementation=model_args.attn_implementation, trust_remote_code=trust_remote_code
-    )
+    attention = model_args.attn_implementation
+
+    def build():
+        return AutoModelForCausalLM.from_config(
+            config, dtype=dtype, attn_implementation=attention, trust_remote_code=trust_remote_code
+        )
+
+    where = init_device(build, device)
+    torch.manual_seed(seed)
+    with torch.device(where):
+        return build()
 
 
 def load_pretrained(source: str, config, model_args, args, revision: str | None = None):
@@ -106,7 +135,8 @@ def starting_model(recipe, model_args, args, config=None):
     if config is None:
         config = build_config(recipe, model_args, args.trust_remote_code)
     if recipe.model_init == "random":
-        return build_random_model(recipe, model_args, args.seed, args.trust_remote_code, config)
+        device = None if getattr(args, "use_cpu", True) else args.device
+        return build_random_model(recipe, model_args, args.seed, args.trust_remote_code, config, device)
     return load_pretrained(model_args.model_name_or_path, config, model_args, args, model_args.model_revision)
 
 

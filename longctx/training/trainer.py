@@ -19,6 +19,7 @@ from longctx.training.layers.linear_attention import enable_linear_attention_sp
 from longctx.training.layers.moe_routing import protect_expert_routing
 from longctx.training.memory.alst import apply_alst
 from longctx.training.metrics.optimizer_report import OptimizerReport
+from longctx.training.metrics.step_record import StepRecord
 from longctx.training.metrics.throughput import attach_metrics
 from longctx.training.model_build import save_effective_config
 from longctx.training.sequence_parallel.eval_loss import (
@@ -73,6 +74,8 @@ class LongContextSFTTrainer(SFTTrainer):
         attach_metrics(self, self.recipe)  # first in line, so every report_to logger receives the metrics
         self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # topology.json
         self.add_callback(OptimizerReport(self))  # which optimizer really steps (DeepSpeed's CPU Adam?)
+        if self.recipe.step_record:  # one JSON line per step, memory reset between steps (the GPU step benchmark)
+            self.add_callback(StepRecord(self, self.recipe.step_record))
         if self.recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
             from longctx.training.retrieval.callback import RetrievalCallback
 
