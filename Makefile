@@ -41,7 +41,7 @@ help:
 	@echo "make probe RECIPE=.. [FLAGS=\"--sp 2\"]                        prove packed documents stay isolated (exit 1 on a leak)"
 	@echo "make rehearse RECIPE=.. [FLAGS=--keep]                       the recipe in miniature on CPU, end to end (no GPU)"
 	@echo "make gpu-ladder [FLAGS=--tiny]                               single-GPU ALST memory ladder (benchmarks/; no recipe, no ARGS)"
-	@echo "make gpu-bench [FLAGS=\"--budget-s 420\"]                      8B training steps on a GPU node's own torch, carried wheels (benchmarks/gpu_step.sh)"
+	@echo "make gpu-bench [FLAGS=\"--budget-s 240\"]                      a recipe's own steps on one GPU, the node's torch, carried wheels (benchmarks/gpu_step.sh)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; this project needs Python 3.11 (set PYTHON=...)"; exit 1; }
@@ -138,8 +138,9 @@ gpu-ladder: $(STAMP)
 	$(if $(ARGS),$(error make gpu-ladder runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@PYTORCH_CUDA_ALLOC_CONF=$${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} $(PY) benchmarks/gpu_memory_ladder.py $(FLAGS)
 
-# On the GPU node itself: its python3 and CUDA torch, no .venv (so no $(STAMP)); the other pins come as wheels that
-# `benchmarks/gpu_step.sh fetch` gathered on a machine with network. Rows: $OUT/gpu_step.jsonl or benchmarks/results/.
+# On the GPU node itself: its python3 and CUDA torch, no .venv (so no $(STAMP)); what the image lacks comes from the
+# archive `benchmarks/gpu_step.sh fetch` made on a machine with network (benchmarks/wheels-node/, carried with the run).
+# Rows: $OUT/gpu_step.jsonl or benchmarks/results/ (benchmarks/README.md, "GPU step benchmark").
 gpu-bench:
 	$(if $(ARGS),$(error make gpu-bench runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@benchmarks/gpu_step.sh run $(FLAGS)

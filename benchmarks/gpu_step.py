@@ -4,8 +4,8 @@ What runs, in order (what is needed most first, so a run cut short keeps it):
 1. `env`: Python, torch, CUDA and the carried pins' versions, the GPU and the host's memory (a child process).
 2. `step`: the recipe (default llama3.1-8b/sft-192k-1gpu-h200) through its own entrypoint, recipes/sft.py, launched by
    the launch home (longctx/launch/) with the few changes benchmarks/gpu_step_recipe.py lists (random weights,
-   the benchmark's rows as its data, no checkpoint): 4K twice (warm-up), 128K as one document, 128K as 16
-   documents of 8K, then the recipe's max_length as one document and packed, one optimizer step each. Per row:
+   the benchmark's rows as its data, no checkpoint): 4K twice (warm-up), 128K as 16 documents of 8K, 128K as one
+   document, then the recipe's max_length as one document and packed, one optimizer step each. Per row:
    length, documents, loss, seconds, the trainer's own tokens/s per GPU, MFU and HFU, the GPU's peak allocated and
    reserved memory and the host's (each step starts from released caches: longctx/training/metrics/step_record.py),
    and the memory plan of exactly that run (GPU and host terms; the host with the Adam states, since every row is
@@ -206,7 +206,11 @@ def main(argv=None) -> int:
         worker = Worker()
         env = session.emit({"row": "env", **worker.ask({"job": "env"}, 120)})
         worker.close()
-        prepared = prepare(args, work)
+        try:
+            prepared = prepare(args, work)
+        except RuntimeError as exc:  # a recipe the benchmark cannot set up: say so in the rows
+            session.emit({"row": "recipe", "recipe": args.recipe, "status": "failed", "error": str(exc)})
+            return 1
         session.emit({"row": "recipe", "recipe": args.recipe, "work": str(work), "changes": prepared["changes"],
                       "launch": " ".join(prepared["argv"][1:])})  # fmt: skip
         run = RecipeRun(prepared, work)

@@ -11,8 +11,9 @@
   miniature by the CPU rehearsal's derivation (longctx/cpu_rehearsal/derive.py: its changes are printed) and the
   rows are 256 times shorter.
 - the rows as the recipe's prepared dataset, with the manifest its ranks look it up by (longctx/config/prepared.py):
-  4K twice (warm-up), 128K as one document, 128K as 16 documents of 8K, then the recipe's max_length as one
-  document and as documents of 8K; random token ids (seeded), every token labelled.
+  4K twice (warm-up), 128K as 16 documents of 8K, 128K as one document (the cheaper first: a run cut short keeps
+  one), then the recipe's max_length as one document and as documents of 8K; random token ids (seeded), every
+  token labelled.
 - per row, the memory plan of exactly what runs (preflight's own options for this recipe, this row's length, the
   host terms with the Adam states: every row is an optimizer step).
 and prints one JSON object: the launch argv (longctx/launch/accelerate_launch.py) and the rows with their plans.
@@ -39,7 +40,7 @@ K = 1024
 def row_specs(max_length: int, scale: int, repeat: int) -> list[dict]:
     """(label, seq, docs) of every row in the order they run; lengths divided by `scale`."""
     rows = [("4K warm-up", 4 * K, 1), ("4K", 4 * K, 1)]
-    long = [("128K unpacked", 128 * K, 1), ("128K packed 16x8K", 128 * K, 16)]
+    long = [("128K packed 16x8K", 128 * K, 16), ("128K unpacked", 128 * K, 1)]  # the cheaper of the two first
     if max_length * scale > 128 * K:
         top = max_length * scale
         long += [(f"{top // K}K unpacked", top, 1), (f"{top // K}K packed {top // DOC}x8K", top, top // DOC)]

@@ -128,6 +128,8 @@ def pack(wheels: list[Path], archive: Path, preset: int = 9) -> None:
         for wheel in sorted(wheels):
             with zipfile.ZipFile(wheel) as zf:
                 for info in zf.infolist():
+                    if info.is_dir():  # tar would drop its trailing slash: restored, a file where a folder belongs
+                        continue
                     data = zf.read(info)
                     entry = tarfile.TarInfo(f"{wheel.name}/{info.filename}")
                     entry.size = len(data)
@@ -139,6 +141,8 @@ def restore(carried: Path, into: Path) -> list[Path]:
     groups: dict[str, list] = {}
     with tarfile.open(carried / ARCHIVE, "r:xz") as tar:
         for member in tar:
+            if not member.isfile():
+                continue
             wheel, _, inner = member.name.partition("/")
             groups.setdefault(wheel, []).append((inner, tar.extractfile(member).read()))
     into.mkdir(parents=True, exist_ok=True)
@@ -170,8 +174,10 @@ def install(venv: Path, carried: Path) -> int:
            "--no-compile", "--disable-pip-version-check", *wanted]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     installed = re.findall(r"Successfully installed (.*)", proc.stdout)
-    kept = sorted(set(re.findall(r"Requirement already satisfied: ([\w.-]+)", proc.stdout)))
-    print(f"[install] kept from the image: {' '.join(kept) or 'none'}")
+    carried = {canonical(w.name.split("-")[0]) for w in wheels}
+    satisfied = re.findall(r"Requirement already satisfied: ([\w.-]+).*\(([^()]+)\)$", proc.stdout, re.MULTILINE)
+    kept = sorted({f"{name}=={version}" for name, version in satisfied if canonical(name) in carried})
+    print(f"[install] carried but kept, the image's satisfies: {' '.join(kept) or 'none'}")
     print(f"[install] installed from the carried wheels: {installed[0] if installed else 'nothing'}")
     if proc.returncode != 0:
         print(proc.stdout[-2000:] + proc.stderr[-3000:], file=sys.stderr)
