@@ -41,6 +41,7 @@ case "${1:-}" in
     echo "[gpu-step] installed and checked in $((SECONDS - start)) s"
     ( PATH="$venv/bin:$PATH" "$venv/bin/python" -c "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load(); print('[gpu-step] CPU Adam built')" >"$out/cpu_adam.log" 2>&1 & )
     left=$(( ${GPU_STEP_TIMEOUT_S:-330} - (SECONDS - start) ))
+    (( left > 30 )) || left=30
     PATH="$venv/bin:$PATH" timeout --kill-after=20 "$left" "$venv/bin/python" benchmarks/gpu_step.py \
       --out "$out/gpu_step.jsonl" --work "$scratch/work" --budget-s "${GPU_STEP_BUDGET_S:-240}" "$@"
     code=$?

@@ -176,7 +176,8 @@ def install(venv: Path, carried: Path) -> int:
     installed = re.findall(r"Successfully installed (.*)", proc.stdout)
     carried = {canonical(w.name.split("-")[0]) for w in wheels}
     satisfied = re.findall(r"Requirement already satisfied: ([\w.-]+).*\(([^()]+)\)$", proc.stdout, re.MULTILINE)
-    kept = sorted({f"{name}=={version}" for name, version in satisfied if canonical(name) in carried})
+    upgraded = {canonical(entry.rsplit("-", 1)[0]) for entry in " ".join(installed).split()}
+    kept = sorted({f"{n}=={v}" for n, v in satisfied if canonical(n) in carried and canonical(n) not in upgraded})
     print(f"[install] carried but kept, the image's satisfies: {' '.join(kept) or 'none'}")
     print(f"[install] installed from the carried wheels: {installed[0] if installed else 'nothing'}")
     if proc.returncode != 0:
