@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from longctx.training.attention import kernels
+from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.attention.kernels import CpuKernel, SinkAttention, VarlenKernel, VarlenOps
 from tests.helpers import cpu_varlen
 from tests.helpers.launch import REPO
@@ -83,7 +84,7 @@ def varlen_on_cpu(monkeypatch):
     cpu_varlen.register()
 
     def use(ops=None):
-        monkeypatch.setattr(kernels, "pick_kernel", lambda q, cu, scale, window: VarlenKernel(cu, scale, window, ops))
+        monkeypatch.setattr(kernels, "pick_kernel", lambda q, layout, scale, w: VarlenKernel(layout, scale, w, ops))
 
     return use
 
@@ -119,16 +120,17 @@ FRESH = """
 import sys
 import torch
 import longctx.training.attention.sinks  # the gpt-oss path, as the entrypoint imports it
+from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.attention.kernels import CpuKernel, SinkAttention, VarlenKernel
 assert "torch.nn.attention.varlen" not in sys.modules, "imported before the kernel: this test proves nothing"
-cu = torch.tensor([0, 5, 22, 25, 48], dtype=torch.int32)
-kernel = VarlenKernel(cu, 0.35, 16)  # needs the op: the kernel must load it itself
+layout = DocumentLayout().fill(torch.cat([torch.arange(n) for n in (5, 17, 3, 23)])[None], 1)
+kernel = VarlenKernel(layout, 0.35, 16)  # needs the op: the kernel must load it itself
 from tests.helpers import cpu_varlen
 cpu_varlen.register()
 g = torch.Generator().manual_seed(0)
 q, k, v = (torch.randn(48, h, 8, generator=g, requires_grad=True) for h in (4, 2, 2))
 sinks = torch.randn(4, generator=g, requires_grad=True)
-outs = [SinkAttention.apply(q, k, v, sinks, kern) for kern in (kernel, CpuKernel(cu, 0.35, 16))]
+outs = [SinkAttention.apply(q, k, v, sinks, kern) for kern in (kernel, CpuKernel(layout, 0.35, 16))]
 grads = [torch.autograd.grad(out.sum(), (q, k, v, sinks)) for out in outs]
 torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-5)
 for a, b in zip(*grads):
@@ -152,14 +154,15 @@ def test_the_kernel_loads_its_op_in_a_fresh_process():
 @pytest.mark.parametrize("window", [None, 16], ids=["full attention", "window 16"])
 def test_the_cuda_kernel_matches_the_cpu_kernel(window):
     """The real CUDA op in bf16 against the CPU kernel in fp32 on the same packed tokens, with sinks and GQA."""
-    cu = torch.tensor([0, 300, 337, 1100, 1260], dtype=torch.int32)
+    position_ids = torch.cat([torch.arange(n) for n in (300, 37, 763, 160)])[None]
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1260, h, 64, generator=g) for h in (8, 2, 2))
     sinks = torch.randn(8, generator=g)
 
     def run(device, dtype, kernel):
         leaves = [t.to(device, dtype).requires_grad_(True) for t in (q, k, v)] + [sinks.to(device).requires_grad_()]
-        out = SinkAttention.apply(*leaves, kernel(cu.to(device), 0.125, window))
+        layout = DocumentLayout().fill(position_ids.to(device), 1)
+        out = SinkAttention.apply(*leaves, kernel(layout, 0.125, window))
         return [out.float().cpu()] + [t.float().cpu() for t in torch.autograd.grad(out.float().sum(), leaves)]
 
     for a, b in zip(run("cuda", torch.bfloat16, VarlenKernel), run("cpu", torch.float32, CpuKernel), strict=True):

@@ -18,8 +18,10 @@ tensor is ever built. `SinkAttention` below is that autograd function, over one 
   version (2.11: no grouped-query flag; 2.12 and 2.13: `enable_gqa` 11th; later releases add cache arguments),
   so every call passes its arguments by the names the op's schema declares, read once per process.
 
-Both take flattened tokens: q [T, H, D], k and v [T, Hkv, D], with `cu` the int32 document offsets
-(longctx/training/attention/varlen.py `cu_seqlens`), and return out [T, H, D] and lse [H, T] (float32).
+Both take flattened tokens: q [T, H, D], k and v [T, Hkv, D], with the documents' offsets from a
+`DocumentLayout` (longctx/training/attention/document_layout.py: on the device for the GPU kernel, on the host for
+the CPU one and the GPU kernel's longest document), and return out [T, H, D] and lse [H, T] (float32). Given the
+forward's layout, read once per forward, no layer reads anything back from the device (tests/test_host_syncs.py).
 A window follows transformers: a query sees at most `window` keys, itself included. `document_attention` is the
 entry point: longctx/training/attention/sinks.py (sinks, under SP) and isolation.py (CPU sliding windows) call it.
 """
@@ -29,16 +31,16 @@ from typing import NamedTuple
 
 import torch
 
-from longctx.training.attention.varlen import cu_seqlens
+from longctx.training.attention.document_layout import DocumentLayout
 
 
 class CpuKernel:
     """Per-document CPU flash attention with lse; GQA by repeating K/V heads for the call."""
 
-    def __init__(self, cu: torch.Tensor, scale: float, window: int | None):
+    def __init__(self, layout: DocumentLayout, scale: float, window: int | None):
         self.scale, self.window = scale, window
         self.tiles, singles = [], []  # (q0, q1, k0, k1, causal) blocks; one-token documents
-        for start, end in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True):
+        for start, end in zip(layout.bounds[:-1], layout.bounds[1:], strict=True):
             if end - start == 1:
                 singles.append(start)
             elif window is None or end - start <= window:
@@ -132,10 +134,10 @@ class VarlenKernel:
     """torch's varlen FlashAttention forward/backward ops on the whole packed batch (CUDA, half precision), called
     with the arguments the installed op declares (`ops`: `varlen_ops()`, or a pair with the same contract)."""
 
-    def __init__(self, cu: torch.Tensor, scale: float, window: int | None, ops: VarlenOps | None = None):
+    def __init__(self, layout: DocumentLayout, scale: float, window: int | None, ops: VarlenOps | None = None):
         self.ops = ops or varlen_ops()
-        self.cu, self.scale = cu, scale
-        self.longest = int((cu[1:] - cu[:-1]).max())
+        self.cu, self.scale = layout.cu_seqlens, scale
+        self.longest = layout.longest
         self.window = [window - 1, 0] if window else [-1, 0]
         self.causal = window is None
         self.rng = None
@@ -198,26 +200,30 @@ class SinkAttention(torch.autograd.Function):
         return dq, dk, dv, dsinks, None
 
 
-def pick_kernel(query: torch.Tensor, cu: torch.Tensor, scale: float, window: int | None):
+def pick_kernel(query: torch.Tensor, layout: DocumentLayout, scale: float, window: int | None):
     if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
-        return VarlenKernel(cu, scale, window)
+        return VarlenKernel(layout, scale, window)
     if query.device.type == "cpu":
-        return CpuKernel(cu, scale, window)
+        return CpuKernel(layout, scale, window)
     raise ValueError(
         f"attention with sinks or a sliding window runs on CPU or on CUDA in bf16/fp16, not {query.device} "
         f"{query.dtype}; train in bf16 (`bf16: true`, `dtype: bfloat16`)"
     )
 
 
-def document_attention(query, key, value, position_ids, scaling=None, window=None, sinks=None) -> torch.Tensor:
-    """[B, H, S, D] in (K/V may have fewer heads), [B, S, H, D] out: each document alone, windowed, with sinks."""
+def document_attention(
+    query, key, value, position_ids, scaling=None, window=None, sinks=None, layout: DocumentLayout | None = None
+) -> torch.Tensor:
+    """[B, H, S, D] in (K/V may have fewer heads), [B, S, H, D] out: each document alone, windowed, with sinks.
+    `layout`: the forward's documents (read once per forward); without one, read from `position_ids` here."""
     batch, heads, length, dim = query.shape
-    cu, _ = cu_seqlens(position_ids.expand(batch, -1))
+    if layout is None or not layout.describes(batch, length):
+        layout = DocumentLayout().fill(position_ids.expand(batch, -1), batch)
     scale = scaling if scaling is not None else dim**-0.5
 
     def flat(t):
         return t.transpose(1, 2).reshape(batch * length, t.shape[1], dim)
 
-    kernel = pick_kernel(query, cu, scale, window)
+    kernel = pick_kernel(query, layout, scale, window)
     out = SinkAttention.apply(flat(query), flat(key), flat(value), sinks, kernel)
     return out.view(batch, length, heads, dim)
