@@ -7,7 +7,8 @@ Recipe overrides after `--` apply to the real recipe before it is shrunk, except
 itself (its size, folders and what a CPU cannot run: `SET_BY_REHEARSAL`), which are refused.
 
 Prints what it changed from the real recipe, then runs preflight, data preparation, training with a
-checkpoint, a resume from it, loading the saved model back and a first-step loss comparison with sp=1.
+checkpoint, a resume from it, loading the saved model back and a comparison with sp=1 (every step's loss and grad
+norm; the check of a model type no family row proves: docs/adding-a-model.md).
 Exit 0 when every step passed, 1 when one failed (its output tail is shown), 2 for an unknown recipe.
 """
 
