@@ -35,12 +35,12 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
 }  # fmt: skip
 
 
-def rehearse(name: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def rehearse(name: str, tmp_path: Path, args: str = "") -> subprocess.CompletedProcess:
     """`make rehearse` as a user types it, carrying a fake Hub token in ARGS and HF_TOKEN (tests/test_secrets.py)."""
     env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
     env["HF_TOKEN"] = ENV_TOKEN
     env["TORCH_EXTENSIONS_DIR"] = os.environ["TORCH_EXTENSIONS_DIR"]  # the tier's one CPU Adam build (conftest.py)
-    argv = make_argv("rehearse", f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}")
+    argv = make_argv("rehearse", f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}", extra_args=args)
     return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
 
 
@@ -159,11 +159,14 @@ def test_rehearsal_of_a_model_type_without_a_row(tmp_path):
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_rehearsal_says_where_sp_changes_a_model(tmp_path):
-    """The negative control: Llama 4 (a refused row) with 64-token chunks on rows of 256. Under SP its chunks, a
-    mask only, are dropped: the rehearsal fails at the sp=1 comparison, naming the step and the quantity."""
-    from transformers import Llama4TextConfig
+    """The negative control: LFM2, whose `conv` layers run a short convolution along the sequence inside the layer
+    (accelerate refuses only `linear_attention` layer types, so nothing upstream stops it). Under SP each rank
+    convolves its own shard, restarting at the shard edge: the rehearsal fails at the sp=1 comparison, naming the
+    steps and quantities."""
+    from transformers import Lfm2Config
 
-    proc = rehearse(str(unknown_model_recipe(tmp_path, Llama4TextConfig(attention_chunk_size=64))), tmp_path)
+    config = Lfm2Config(full_attn_idxs=list(range(2, 32, 3)))  # conv, conv, attention, as the real models mix them
+    proc = rehearse(str(unknown_model_recipe(tmp_path, config)), tmp_path)
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "sp=1: the SP run computes something else than one process:" in proc.stderr
     assert "step 1 loss:" in proc.stderr

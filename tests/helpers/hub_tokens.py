@@ -20,9 +20,10 @@ def env_with_tokens(**extra: str) -> dict:
     return offline_env(HF_TOKEN=ENV_TOKEN, **extra)
 
 
-def make_argv(target: str, *variables: str) -> list[str]:
-    """`make TARGET VAR=...` as a user types it: no `-s`, so anything make echoes is in the output."""
-    return ["make", "-o", ".venv/.installed", target, *variables, f"ARGS={ARGS}"]
+def make_argv(target: str, *variables: str, extra_args: str = "") -> list[str]:
+    """`make TARGET VAR=...` as a user types it: no `-s`, so anything make echoes is in the output. `extra_args`:
+    recipe overrides after the token in ARGS."""
+    return ["make", "-o", ".venv/.installed", target, *variables, f"ARGS={ARGS} {extra_args}".rstrip()]
 
 
 def secret_leaks(output: str = "", *folders: Path) -> list[str]:

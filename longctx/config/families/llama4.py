@@ -16,7 +16,9 @@ LLAMA4 = Family(
             under_sp="not exact: the chunk is carried only by the attention mask",
             refused="its chunks (`attention_chunk_size` tokens) exist only in the attention mask: under Ulysses SP, "
             "sdpa gets no mask (DeepSpeed's adapter discards 4D masks) and flex's block mask is causal only, so every "
-            f"chunked layer would attend over the whole sequence, silently. {TRAIN_AT_SP1}",
+            "chunked layer would attend over the whole sequence; and its decoder layer does not hand position_ids to "
+            "the attention, which DeepSpeed 0.19.8's Ulysses asserts at the first forward, after the weights are "
+            f"loaded. {TRAIN_AT_SP1}",
         ),
         LayerType(
             name="full_attention",

@@ -23,6 +23,7 @@ longctx/config/rules/sequence.py with Ulysses' reason, not twice. `allow_unprove
 errors into warnings: the CPU rehearsal sets it to compare sp=1 with sp=2 on a model type with no proven row.
 """
 
+import copy
 import json
 
 from longctx.config.architectures import find_model_config
@@ -46,7 +47,10 @@ def effective_layer_types(config: dict, default: str = "full_attention") -> list
     try:
         from transformers import AutoConfig
 
-        built = AutoConfig.for_model(config["model_type"], **{k: v for k, v in config.items() if k != "model_type"})
+        # a copy: the config class rewrites nested settings in place (rope_parameters gains rope_theta), which
+        # would change the recipe's own `model_config_overrides` for the rules that read them after this one
+        given = copy.deepcopy({k: v for k, v in config.items() if k != "model_type"})
+        built = AutoConfig.for_model(config["model_type"], **given)
         kinds = getattr(built.get_text_config(), "layer_types", None)
     except (KeyError, ValueError, TypeError, AttributeError):  # unknown to transformers, or a config it refuses
         kinds = None
@@ -101,8 +105,7 @@ def recipe_model_config(recipe, model) -> tuple[dict | None, str]:
         overrides = overrides_of(recipe)
     except (OSError, ValueError, TypeError):  # model_config.py and preflight's loader report these
         return None, name
-    text = text_config(config)
-    text.update(overrides)
+    text_config(config).update(copy.deepcopy(overrides))
     return config, name
 
 
