@@ -59,7 +59,8 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     stock = stock_template(name)
     template_path = resolve_chat_template(raw.get("chat_template_path"))
     template = stock[0] if stock else (template_path.read_text() if template_path else None)
-    return write_model(work / "model", snapshot, derived.sp, corpus, name, template)
+    sensitive = bool(derived.recipe.get("allow_unproven_attention"))  # the rehearsal is the model's SP check
+    return write_model(work / "model", snapshot, derived.sp, corpus, name, template, sensitive)
 
 
 def override_problems(overrides: dict) -> list[str]:

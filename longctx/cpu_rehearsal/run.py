@@ -24,7 +24,10 @@ from longctx.cpu_rehearsal.derive import SAVE_AT, STEPS, Derived
 from longctx.launch.accelerate_launch import accelerate_argv, free_port, read_mesh, run
 from longctx.preflight.checks.toolchain import uses_cpu_adam
 
-LOSS_RTOL = 1e-4  # fp32; SP reorders sums (measured agreement in tests/test_sp_parity.py: ~1e-7 relative)
+LOSS_RTOL = 1e-4  # the resume's repeat of a step (fp32)
+# sp=1 against SP, every step's loss and grad norm: the parity gates' tolerance (fp32; SP reorders sums, measured
+# agreement ~1e-7 relative in tests/test_sp_parity.py, and up to 1e-6 in grad norm on the rehearsal's miniatures)
+SP_RTOL = 1e-5
 
 
 class StepFailed(RuntimeError):
@@ -70,8 +73,8 @@ def losses(output_dir: Path, key: str = "loss") -> dict[int, float]:
     return {row["step"]: row[key] for row in state["log_history"] if "loss" in row}
 
 
-def close(a: float, b: float) -> bool:
-    return abs(a - b) <= LOSS_RTOL * max(abs(a), abs(b))
+def close(a: float, b: float, rtol: float = LOSS_RTOL) -> bool:
+    return abs(a - b) <= rtol * max(abs(a), abs(b))
 
 
 def check_optimizer(derived: Derived, out: str) -> None:
@@ -152,14 +155,14 @@ def _load_and_score(recipe, sft, model_args) -> tuple[str, float]:
 
 
 def differences(sp: int, runs: dict[str, tuple[dict[int, float], dict[int, float]]]) -> list[str]:
-    """Where the SP run and the sp=1 run differ beyond LOSS_RTOL: one line per step and quantity (`runs`: quantity
+    """Where the SP run and the sp=1 run differ beyond SP_RTOL: one line per step and quantity (`runs`: quantity
     -> (sp=1's values by step, the SP run's))."""
     found = []
     for quantity, (base, other) in runs.items():
         for step in sorted(base):
             if step not in other:
                 found.append(f"step {step}: no {quantity} logged at sp={sp}")
-            elif not close(base[step], other[step]):
+            elif not close(base[step], other[step], SP_RTOL):
                 found.append(f"step {step} {quantity}: {base[step]:.7f} at sp=1, {other[step]:.7f} at sp={sp}")
     return found
 
@@ -176,7 +179,11 @@ def compare_sp1(derived: Derived, sp1: Derived, work: Path, first: Path) -> None
     if found:
         raise StepFailed("sp=1: the SP run computes something else than one process:\n  " + "\n  ".join(found))
     steps = len(runs["loss"][0])
-    print(f"[rehearsal] sp=1: loss and grad norm of all {steps} steps equal at sp=1 and sp={derived.sp}")
+    worst = max(abs(a[k] - b[k]) / max(abs(a[k]), 1e-12) for a, b in runs.values() for k in a)
+    print(
+        f"[rehearsal] sp=1: loss and grad norm of all {steps} steps equal at sp=1 and sp={derived.sp} "
+        f"(largest relative difference {worst:.1e}, tolerance {SP_RTOL:.0e})"
+    )
 
 
 def rehearse(derived: Derived, sp1: Derived | None, work: Path) -> None:
