@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import OFFLINE
 from tests.helpers.make import run_make
 from tests.helpers.ranks import spawn_ranks
+from tests.helpers.run_cache import Runs
 
 ECHO = "tests.helpers.echo_rank"
 
@@ -48,3 +49,17 @@ def test_run_make_fails_with_the_command_and_the_output_tail():
     assert "`make -o .venv/.installed -s no-such-target` exited 2" in str(failed.value)
     assert "No rule to make target" in str(failed.value)
     assert run_make("-s", "no-such-target", check=False).returncode == 2
+
+
+def test_the_run_cache_launches_each_run_once_by_its_arguments_with_defaults_filled_in(tmp_path):
+    launched = []
+
+    def one_run(folder, data, sp: int, script: str = "recipes/sft.py", extra: tuple = ()):
+        launched.append((sp, script, extra))
+        return folder, data, len(launched)
+
+    runs = Runs(one_run, tmp_path, tmp_path / "data")
+    assert runs(1) == (tmp_path, tmp_path / "data", 1)
+    assert runs(1) is runs(1, "recipes/sft.py") is runs(1, extra=()) is runs(sp=1)
+    assert runs(2, extra=("--x",))[2] == 2 and runs(2)[2] == 3 and runs(2, extra=("--x",))[2] == 2
+    assert launched == [(1, "recipes/sft.py", ()), (2, "recipes/sft.py", ("--x",)), (2, "recipes/sft.py", ())]
