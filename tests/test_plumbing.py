@@ -40,6 +40,8 @@ def test_spawn_ranks_names_the_failed_rank_with_its_stderr(tmp_path):
 def test_spawn_ranks_without_check_kills_a_hung_rank_and_keeps_the_others(tmp_path):
     ranks = spawn_ranks(ECHO, 2, tmp_path, timeout=3, env={"ECHO_HANG_RANK": "1"}, check=False)
     assert ranks[0]["RANK"] == "0" and ranks[1] == {}
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+        os.kill(int((tmp_path / "rank1.pid").read_text()), 0)
 
 
 @pytest.mark.subprocess
