@@ -1,6 +1,6 @@
-"""The shared test plumbing itself: rank spawning (tests/helpers/ranks.py), make (tests/helpers/make.py) and the
-run cache (tests/helpers/run_cache.py) hand every child this process's offline environment, and a failure names
-what failed with the tail of its output."""
+"""The shared test plumbing itself: rank spawning (tests/helpers/ranks.py) and make (tests/helpers/make.py) hand
+every child this process's offline environment and, on a failure, name what failed with the tail of its output;
+the run cache (tests/helpers/run_cache.py) launches each run once."""
 
 import os
 
@@ -38,7 +38,7 @@ def test_spawn_ranks_names_the_failed_rank_with_its_stderr(tmp_path):
 
 @pytest.mark.subprocess
 def test_spawn_ranks_without_check_kills_a_hung_rank_and_keeps_the_others(tmp_path):
-    ranks = spawn_ranks(ECHO, 2, tmp_path, timeout=3, env={"ECHO_HANG_RANK": "1"}, check=False)
+    ranks = spawn_ranks(ECHO, 2, tmp_path, timeout=2, env={"ECHO_HANG_RANK": "1"}, check=False)
     assert ranks[0]["RANK"] == "0" and ranks[1] == {}
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
         os.kill(int((tmp_path / "rank1.pid").read_text()), 0)
