@@ -1,7 +1,8 @@
 """Start a small gloo world by hand, one process per rank, and read what each rank wrote.
 
-The tests of our collectives (tests/test_gloo_*.py, tests/test_moe_zero3_routing.py, the all-to-all memory term)
-run a worker module on each rank without accelerate: `python -m WORKER OUT_DIR`, with RANK, LOCAL_RANK,
+The tests of our collectives (tests/test_gloo_*.py, tests/test_moe_zero3_routing.py, the all-to-all memory term,
+the TiledMLP tile count in tests/test_alst.py)
+run a worker module on each rank without accelerate: `python -m WORKER OUT_DIR [ARGS]`, with RANK, LOCAL_RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT in its environment (what `init_process_group`'s default `env://` and
 `deepspeed.init_distributed` read) on top of this process's (offline: tests/conftest.py). Each rank writes
 OUT_DIR/rank{r}.json. Output goes to files, not pipes, so a chatty rank cannot block while another is read, and a
@@ -22,9 +23,15 @@ TAIL = 3000  # characters of each rank's stderr in a failure message
 
 
 def spawn_ranks(
-    worker: str, world_size: int, out: Path, timeout: float, env: dict | None = None, check: bool = True
+    worker: str,
+    world_size: int,
+    out: Path,
+    timeout: float,
+    args: tuple[str, ...] = (),
+    env: dict | None = None,
+    check: bool = True,
 ) -> list[dict]:
-    """Run `python -m worker out` on `world_size` ranks on a free port; each rank's rank{r}.json, in rank order.
+    """Run `python -m worker out *args` on `world_size` ranks on a free port; each rank's rank{r}.json, in rank order.
 
     check=True: every rank must exit 0 within `timeout` seconds (all together) and write its file, else the test
     fails with each rank's exit status and stderr tail. check=False (a negative control that may fail or hang):
@@ -36,7 +43,7 @@ def spawn_ranks(
     for rank in range(world_size):
         rank_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank), **(env or {})}
         with open(out / f"rank{rank}.stdout", "w") as stdout, open(out / f"rank{rank}.stderr", "w") as stderr:
-            cmd = [sys.executable, "-m", worker, str(out)]
+            cmd = [sys.executable, "-m", worker, str(out), *args]
             procs.append(subprocess.Popen(cmd, cwd=REPO, env=rank_env, stdout=stdout, stderr=stderr))
     codes = wait_all(procs, timeout)
     files = [out / f"rank{rank}.json" for rank in range(world_size)]
