@@ -16,7 +16,7 @@ import pytest
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.config.recipe import parse_recipe, recipe_topology
 from longctx.training.model_build import build_config
-from tests.helpers import REPO
+from tests.helpers import OFFLINE, REPO
 
 ARCHITECTURES = ARCHITECTURES_DIR
 GPU_RECIPES = sorted(
@@ -109,7 +109,7 @@ def test_gpu_recipe_without_gpu_stops_before_download():
     proc = subprocess.run(
         [sys.executable, "recipes/sft.py", "--config", "recipes/llama3.1-8b/sft-256k-sp8.yaml"],
         cwd=REPO,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
+        env={**OFFLINE, "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
         capture_output=True,
         text=True,
         check=False,

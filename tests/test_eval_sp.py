@@ -10,6 +10,7 @@ import pytest
 
 from longctx.training.retrieval.haystack import filler_sentence
 from tests.helpers.launch import accelerate_launch, assert_ok
+from tests.helpers.run_cache import run_cache
 from tests.helpers.tiny_model import tiny_checkpoint
 
 pytestmark = pytest.mark.distributed
@@ -67,19 +68,7 @@ def eval_history(tmp, data, mode: str, sp: int) -> list[dict]:
     return [row for row in rows if "eval_loss" in row] + [row for row in rows if "retrieval_passkey_logprob" in row]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("eval-sp")
-    data = write_corpus(tmp / "data")
-    cache = {}
-
-    def run(mode: str, sp: int):
-        if (mode, sp) not in cache:
-            cache[(mode, sp)] = eval_history(tmp, data, mode, sp)
-        return cache[(mode, sp)]
-
-    run.prepared = tmp / "prepared"
-    return run
+runs = run_cache("eval-sp", write_corpus, eval_history)
 
 
 # The default tier runs each sp and each layout once (4 launches: sp=1 for both layouts, sp=2 packed, sp=4
@@ -115,7 +104,7 @@ def test_eval_scores_every_held_out_label_token_once(runs):
     from datasets import load_from_disk
 
     history = [r for r in runs("unpacked", 4) if "eval_loss" in r]
-    folder = next(runs.prepared.glob("*-eval-*"))
+    folder = next((runs.folder / "prepared").glob("*-eval-*"))
     expected = sum(sum(x != -100 for x in row["labels"][1:]) for row in load_from_disk(str(folder / "dataset")))
     assert history[0]["eval_label_tokens"] == expected > 0
     assert history[1]["eval_loss"] < history[0]["eval_loss"]

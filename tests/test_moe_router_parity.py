@@ -13,6 +13,7 @@ must fail the gate.
 
 import pytest
 
+from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import mismatches, train, write_rows
 
 pytestmark = pytest.mark.distributed
@@ -22,19 +23,11 @@ RECIPE = "tests/recipes/moe-router-parity.yaml"
 AUX_RTOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("moe-parity")
-    data = tmp / "data"
-    write_rows(data)
-    cache = {}
+def moe_run(tmp, data, sp: int, script: str = "recipes/sft.py", mesh: str | None = None):
+    return train(tmp, data, sp, script, recipe=RECIPE, steps=STEPS, mesh=mesh)
 
-    def run(sp: int, script: str = "recipes/sft.py", mesh: str | None = None):
-        if (sp, script, mesh) not in cache:
-            cache[(sp, script, mesh)] = train(tmp, data, sp, script, recipe=RECIPE, steps=STEPS, mesh=mesh)
-        return cache[(sp, script, mesh)]
 
-    return run
+runs = run_cache("moe-parity", write_rows, moe_run)
 
 
 def aux_mismatches(base, other) -> list[str]:

@@ -8,6 +8,7 @@ import pytest
 
 from longctx.preflight.checks.files import DEEPSPEED_TOP_KEYS, DEEPSPEED_ZERO_KEYS, PARALLELISM_KEYS
 from tests.helpers import REPO
+from tests.helpers.make import run_make
 
 
 def test_parallelism_keys_are_accelerates_launch_flags():
@@ -34,17 +35,9 @@ def test_shipped_deepspeed_json_keys_are_known(path):
 
 @pytest.mark.slow
 def test_make_validate_and_plan_tiny_cpu():
-    import subprocess
-
     for target, expect in (
         ("validate", "preflight ok: recipes/tiny-llama/sft-2k-cpu-sp2.yaml"),
         ("plan", "memory per rank (GiB)"),
     ):
-        proc = subprocess.run(
-            ["make", "-s", target, "RECIPE=tiny-llama/sft-2k-cpu-sp2"],
-            check=False,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 0 and expect in proc.stdout, proc.stdout + proc.stderr
+        proc = run_make("-s", target, "RECIPE=tiny-llama/sft-2k-cpu-sp2")
+        assert expect in proc.stdout, proc.stdout + proc.stderr

@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -47,7 +48,7 @@ def write_rows(folder, seed: int = 11):
     return folder
 
 
-def train(tmp, data, sp: int, script: str):
+def train(tmp, data, sp: int, script: str = "recipes/sft.py"):
     from safetensors.torch import load_file
 
     accel = f"accelerate_configs/cpu-sp{sp}.yaml"
@@ -60,17 +61,7 @@ def train(tmp, data, sp: int, script: str):
     return proc.stdout, (history, load_file(out / "model.safetensors"))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("qwen35")
-    data, cache = write_rows(tmp / "data"), {}
-
-    def run(sp: int, script: str = "recipes/sft.py"):
-        if (sp, script) not in cache:
-            cache[(sp, script)] = train(tmp, data, sp, script)
-        return cache[(sp, script)]
-
-    return run
+runs = run_cache("qwen35", write_rows, train)
 
 
 def test_rows_are_packed_and_unpacked_and_cross_shard_edges():

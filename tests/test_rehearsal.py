@@ -19,7 +19,9 @@ from longctx.config.topology import load_yaml_mapping
 from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
 from longctx.miniature import miniature_config, scaled_heads
 from longctx.preflight.checks.toolchain import uses_cpu_adam
-from tests.helpers.hub_tokens import ENV_TOKEN, make_argv, secret_leaks
+from tests.helpers import OFFLINE
+from tests.helpers.hub_tokens import ENV_TOKEN, args_with_token, secret_leaks
+from tests.helpers.make import run_make
 
 # Every full rehearsal is `slow` (make test-all; each is several launches, 1.5-2 minutes on 2 cores), so the default
 # tier stays under 10 minutes; what they rest on runs there on its own: DeepSpeed's CPU Adam (test_cpu_adam.py),
@@ -36,12 +38,14 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
 
 
 def rehearse(name: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """`make rehearse` as a user types it, carrying a fake Hub token in ARGS and HF_TOKEN (tests/test_secrets.py)."""
-    env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    env["HF_TOKEN"] = ENV_TOKEN
+    """`make rehearse` as a user types it, carrying a fake Hub token in ARGS and HF_TOKEN (tests/test_secrets.py).
+
+    A bare environment, not this process's: the system PATH, so the launch must put the venv's bin (ninja) first
+    itself."""
+    env = {**OFFLINE, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "HF_TOKEN": ENV_TOKEN}
     env["TORCH_EXTENSIONS_DIR"] = os.environ["TORCH_EXTENSIONS_DIR"]  # the tier's one CPU Adam build (conftest.py)
-    argv = make_argv("rehearse", f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}")
-    return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
+    variables = (f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}", args_with_token())
+    return run_make("rehearse", *variables, check=False, env=env, timeout=2400)
 
 
 @pytest.mark.parametrize("name", recipe_names())
