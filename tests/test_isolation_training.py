@@ -19,8 +19,9 @@ def train(tmp, kind: str, sp: int, *extra: str):
     from safetensors.torch import load_file
 
     data = (write_packed if kind == "packed" else write_separate)(tmp / f"data-{kind}")
-    accel = f"accelerate_configs/cpu-sp{sp}.yaml"
-    out = tmp / f"{kind}-sp{sp}{'-'.join(extra)}"
+    mesh = sp if isinstance(sp, str) else f"sp{sp}"  # a mesh name, e.g. "sp2-u1r2" (hybrid Ulysses x ring)
+    accel = f"accelerate_configs/cpu-{mesh}.yaml"
+    out = tmp / f"{kind}-{mesh}{'-'.join(extra)}"
     batch = "2" if kind == "packed" else str(n_documents())  # the whole dataset in every step, either way
     proc = accelerate_launch(
         accel,
@@ -47,6 +48,15 @@ def runs(tmp_path_factory):
 def test_packed_sp2_trains_like_documents_one_by_one(runs):
     stdout, packed = runs("packed", 2)
     assert "[isolation] sdpa: packed documents attend only within themselves" in stdout
+    assert mismatches(runs("separate", 1)[1], packed) == []
+
+
+def test_packed_ring_of_two_with_accumulation_trains_like_documents_one_by_one(runs):
+    """Hybrid SP at U=1 x R=2 (longctx/training/sequence_parallel/): the documents across the shard edge reach their
+    earlier keys through the ring and no other document's, with gradient accumulation (each step: 2 micro-batches of
+    the same 2 rows, the same token-weighted loss and gradient). 4-process meshes: tests/test_ring_parity.py."""
+    stdout, packed = runs("packed", "sp2-u1r2", "--gradient_accumulation_steps", "2")
+    assert "[ring] sp=2 = Ulysses 1 x ring 2" in stdout
     assert mismatches(runs("separate", 1)[1], packed) == []
 
 

@@ -17,6 +17,7 @@ from longctx.training.gloo_uneven_gather import install as install_gloo_uneven_g
 from longctx.training.isolation import install_for_recipe
 from longctx.training.linear_attention_sp import lift_accelerate_refusal
 from longctx.training.resume import install_sp_aware_skip
+from longctx.training.sequence_parallel.hybrid import install_hybrid_sp
 from longctx.training.sinks import install_for_recipe as install_sink_attention
 from longctx.training.sp_eval import keep_sp_in_eval
 from longctx.training.sp_loss import install_token_weighted_sp_loss
@@ -35,6 +36,9 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     # gpt-oss sinks and sliding windows: each rank's heads get their own sinks, windows apply per document; it
     # wraps the `sdpa` isolation just registered, before DeepSpeed wraps it in turn
     isolation_line += install_sink_attention(recipe, model_args, model)
+    # a ring in the mesh (sp = Ulysses U x ring R): the hybrid SP attention registers where Ulysses would; before
+    # keep_sp_in_eval, which wraps whatever registration is installed
+    isolation_line += install_hybrid_sp(recipe)
     # accelerate registers Ulysses attention with SP off in eval: eval batches are then whole sequences per rank
     keep_sp_in_eval()
     # sp x dp over gloo: torch's all-to-all passes a group-local rank as a global one in SP subgroups

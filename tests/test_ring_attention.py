@@ -1,0 +1,82 @@
+"""The ring attention of hybrid SP (longctx/training/sequence_parallel/ring.py) against dense block-causal attention.
+
+R ranks run as threads over an in-memory transport (tests/helpers/thread_ring.py): output and the gradients of q, k
+and v must equal masked dense attention over the whole row (fp32, 1e-5), for rings of 1 to 4 chunks, with and
+without the causal load balance, on packed rows whose documents cross chunk edges, right padding, one-document rows
+and GQA. Both negative controls of the training gate must fail here too: a plain-average merge and documents that
+see earlier chunks' keys.
+"""
+
+import pytest
+import torch
+
+from longctx.training.sequence_parallel import ring
+from tests.helpers.thread_ring import dense_reference, ring_run
+
+PACKED = [[37, 64, 90, 50, 15], [100, 20, 70, 40]]  # 256 tokens a row; the second row ends in 26 padding tokens
+
+
+def position_ids(kind: str) -> torch.Tensor:
+    if kind == "one-document":
+        return torch.arange(240)[None].expand(2, -1)
+    rows = [torch.cat([torch.arange(n) for n in lengths]) for lengths in PACKED]
+    rows[1] = torch.cat([rows[1], torch.zeros(256 - len(rows[1]), dtype=torch.long)])  # right padding: position 0
+    return torch.stack(rows)[:, :240]
+
+
+def worst_error(kind: str, size: int, balance: bool, heads=(4, 2)) -> float:
+    torch.manual_seed(0)
+    pos = position_ids(kind)
+    batch, length = pos.shape
+    q = torch.randn(batch, length, heads[0], 8, requires_grad=True)
+    k, v = (torch.randn(batch, length, heads[1], 8, requires_grad=True) for _ in range(2))
+    dout = torch.randn(batch, length, heads[0], 8)
+    reference = dense_reference(q, k, v, pos, 8**-0.5)
+    reference.backward(dout)
+    expected = [reference.detach(), q.grad, k.grad, v.grad]
+    got = ring_run(q, k, v, dout, pos, size, balance, 8**-0.5)
+    return max((a - b).abs().max().item() for a, b in zip(expected, got, strict=True))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+@pytest.mark.parametrize("balance", [False, True])
+@pytest.mark.parametrize("kind", ["packed", "one-document"])
+def test_ring_equals_dense_attention(kind, size, balance):
+    assert worst_error(kind, size, balance) < 1e-5
+
+
+def test_ring_without_gqa_and_with_one_kv_head():
+    assert worst_error("packed", 4, True, heads=(2, 2)) < 1e-5
+    assert worst_error("packed", 2, True, heads=(4, 1)) < 1e-5
+
+
+@pytest.fixture
+def controls():
+    yield ring.set_controls
+    ring.set_controls()
+
+
+def test_average_merge_fails(controls):
+    controls(merge_mode="average")
+    assert worst_error("one-document", 2, True) > 0.1
+
+
+def test_documents_seeing_earlier_chunks_fail(controls):
+    controls(isolate_across_chunks=False)
+    assert worst_error("packed", 2, True) > 0.1
+
+
+def test_only_the_first_document_of_a_span_reaches_back():
+    """Documents (0, 37) (37, 101) (101, 191) at chunks of 64: the span [64, 128) reads document (37, 101)'s keys
+    37-63 of chunk 0 as one block, and nothing of document (0, 37); the span [128, 192) reads 101-127 of chunk 1."""
+    documents = [(0, 37), (37, 101), (101, 191), (191, 256)]
+    second = ring.plan_span(documents, 64, 128, 64)
+    assert second.cu == (0, 37, 64) and second.blocks == ((64, 101, 37, 64),)
+    third = ring.plan_span(documents, 128, 192, 64)
+    assert third.blocks == ((128, 191, 101, 128),)
+    assert ring.plan_span(documents, 0, 64, 64).blocks == ()
+
+
+def test_a_long_document_reads_one_block_per_earlier_chunk():
+    span = ring.plan_span([(0, 256)], 192, 256, 64)
+    assert span.blocks == ((192, 256, 0, 64), (192, 256, 64, 128), (192, 256, 128, 192))
