@@ -18,7 +18,7 @@ from tests.helpers.packed_parity import write_packed, write_separate
 from tests.test_sp_parity import mismatches
 
 ACCUMULATE = ("--gradient_accumulation_steps", "2")
-SIX_HEADS = ("--model_config_overrides", '{"num_attention_heads": 6, "head_dim": 16}')
+SIX_HEADS = ("--model_config_overrides", '{"hidden_size": 96, "num_attention_heads": 6, "head_dim": 16}')
 
 
 def train(tmp, kind: str, mesh: str, script: str = "recipes/sft.py", extra: tuple = ()):

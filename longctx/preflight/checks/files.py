@@ -43,6 +43,7 @@ PARALLELISM_KEYS = {
         "sp_seq_length",
         "sp_seq_length_is_variable",
         "sp_attn_implementation",
+        "sp_ring_size",  # ours, not accelerate's: R of hybrid Ulysses x ring SP (longctx/config/rules/ring.py)
     )
 }
 DEEPSPEED_TOP_KEYS = {
