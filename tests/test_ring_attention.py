@@ -24,7 +24,7 @@ def position_ids(kind: str) -> torch.Tensor:
     return torch.stack(rows)[:, :240]
 
 
-def worst_error(kind: str, size: int, balance: bool, heads=(4, 2)) -> float:
+def worst_error(kind: str, size: int, balance: str, heads=(4, 2)) -> float:
     torch.manual_seed(0)
     pos = position_ids(kind)
     batch, length = pos.shape
@@ -39,15 +39,15 @@ def worst_error(kind: str, size: int, balance: bool, heads=(4, 2)) -> float:
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 4])
-@pytest.mark.parametrize("balance", [False, True])
+@pytest.mark.parametrize("balance", ["off", "on"])
 @pytest.mark.parametrize("kind", ["packed", "one-document"])
 def test_ring_equals_dense_attention(kind, size, balance):
     assert worst_error(kind, size, balance) < 1e-5
 
 
 def test_ring_without_gqa_and_with_one_kv_head():
-    assert worst_error("packed", 4, True, heads=(2, 2)) < 1e-5
-    assert worst_error("packed", 2, True, heads=(4, 1)) < 1e-5
+    assert worst_error("packed", 4, "on", heads=(2, 2)) < 1e-5
+    assert worst_error("packed", 2, "on", heads=(4, 1)) < 1e-5
 
 
 @pytest.fixture
@@ -58,12 +58,12 @@ def controls():
 
 def test_average_merge_fails(controls):
     controls(merge_mode="average")
-    assert worst_error("one-document", 2, True) > 0.1
+    assert worst_error("one-document", 2, "on") > 0.1
 
 
 def test_documents_seeing_earlier_chunks_fail(controls):
     controls(isolate_across_chunks=False)
-    assert worst_error("packed", 2, True) > 0.1
+    assert worst_error("packed", 2, "on") > 0.1
 
 
 def test_only_the_first_document_of_a_span_reaches_back():
@@ -80,3 +80,48 @@ def test_only_the_first_document_of_a_span_reaches_back():
 def test_a_long_document_reads_one_block_per_earlier_chunk():
     span = ring.plan_span([(0, 256)], 192, 256, 64)
     assert span.blocks == ((192, 256, 0, 64), (192, 256, 64, 128), (192, 256, 128, 192))
+
+
+def rank_pairs(kind: str, size: int, balance: bool, row: int = 0) -> list[int]:
+    """The causal pairs each rank's spans score for one row (what runs, as planned by the ring itself)."""
+    from longctx.training.document_layout import DocumentLayout
+
+    pos = position_ids(kind)
+    documents, chunk = DocumentLayout().fill(pos, pos.shape[0]).spans[row], pos.shape[1] // size
+    spans = [ring.spans_of(documents, g, size, chunk, balance) for g in range(size)]
+    return [sum(ring.span_pairs(s) for s in rank) for rank in spans]
+
+
+@pytest.mark.parametrize("kind", ["packed", "one-document"])
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+@pytest.mark.parametrize("balance", [False, True])
+def test_the_ring_scores_the_pairs_mfu_counts(kind, size, balance):
+    """MFU counts what runs: the pairs the ring's blocks score, summed over its ranks, are the causal pairs
+    longctx/training/flops.py counts for the row (document by document, padding tokens one pair each)."""
+    from longctx.training.flops import causal_pairs
+
+    for row in (0, 1):
+        assert sum(rank_pairs(kind, size, balance, row)) == causal_pairs(position_ids(kind)[row : row + 1])
+
+
+def test_the_balance_evens_a_long_documents_work():
+    """One 240-token document on a ring of 4: contiguous chunks give the last rank 7x the first's pairs (minus the
+    diagonal's rounding); the mirror halves give every rank the same within one row of a half chunk."""
+    plain = rank_pairs("one-document", 4, balance=False)
+    balanced = rank_pairs("one-document", 4, balance=True)
+    assert plain[-1] / plain[0] > 6
+    assert max(balanced) / min(balanced) < 1.05
+
+
+def test_auto_balances_only_where_it_lowers_the_busiest_rank():
+    """`auto` (the default) decides per batch from the whole-row layout: a long document is balanced, and the choice
+    never leaves the busiest rank busier than the other would."""
+    from longctx.training.document_layout import DocumentLayout
+
+    for kind in ("one-document", "packed"):
+        pos = position_ids(kind)
+        documents, chunk = DocumentLayout().fill(pos, pos.shape[0]).spans, pos.shape[1] // 4
+        chosen = ring.choose_balance(documents, 4, chunk, "auto")
+        work = {b: ring.busiest(documents, 4, chunk, b) for b in (False, True)}
+        assert work[chosen] == min(work.values())
+        assert chosen or kind == "packed"

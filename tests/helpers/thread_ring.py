@@ -15,9 +15,9 @@ from longctx.training.sequence_parallel.ring import RingGroup, ring_attention
 
 
 class ThreadRing(RingGroup):
-    def __init__(self, rank: int, size: int, board: list, barrier: threading.Barrier, balance: bool):
+    def __init__(self, rank: int, size: int, board: list, barrier: threading.Barrier, balance: str):
         self.group, self.balance, self.rank, self.size = None, balance, rank, size
-        self.mirror = size - 1 - rank
+        self.mirror, self.last = size - 1 - rank, (None, None)
         self.board, self.barrier = board, barrier
 
     def exchange(self, t: torch.Tensor) -> list[torch.Tensor]:
@@ -53,7 +53,7 @@ def dense_reference(q, k, v, position_ids, scale):
     return torch.stack(outs)
 
 
-def ring_run(q, k, v, dout, position_ids, size: int, balance: bool, scale: float):
+def ring_run(q, k, v, dout, position_ids, size: int, balance: str, scale: float):
     """Each of `size` threads takes its contiguous chunk of the full tensors, runs the ring forward and backward;
     returns the concatenated output and the gradients of q, k, v."""
     chunk = q.shape[1] // size

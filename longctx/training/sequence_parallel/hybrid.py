@@ -22,7 +22,7 @@ from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 from longctx.training.document_layout import LAYOUT_KWARG, layout_for
 from longctx.training.sequence_parallel.ring import RingGroup, ring_attention
 
-_config = {"ring_size": 1, "balance": True, "isolate": True, "upstream": None}
+_config = {"ring_size": 1, "balance": "auto", "isolate": True, "upstream": None}
 
 
 class HybridAttentionError(ValueError):

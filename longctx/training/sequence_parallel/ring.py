@@ -111,10 +111,11 @@ def plan_span(documents, start: int, end: int, chunk: int) -> Span:
 class RingGroup:
     """The R ranks holding the same heads at chunks 0..R-1, in chunk order, and the collectives among them."""
 
-    def __init__(self, group, balance: bool = True):
+    def __init__(self, group, balance: str = "auto"):
         self.group, self.balance = group, balance
         self.rank, self.size = dist.get_rank(group), dist.get_world_size(group)
         self.mirror = self.size - 1 - self.rank
+        self.last: tuple = (None, None)  # (documents, plan): every layer of a forward reuses its plan
 
     def gather(self, t: torch.Tensor) -> torch.Tensor:
         """[B, C, ...] on every rank -> [B, R*C, ...], chunk order (the whole sequence)."""
@@ -139,23 +140,72 @@ class RingGroup:
             request.wait()
         return received
 
-    def half(self, chunk: int) -> int:
-        return chunk // 2 if self.balance and self.size > 1 else chunk
-
-    def to_work(self, t: torch.Tensor, chunk: int) -> torch.Tensor:
-        """This rank's chunk rows -> the rows it computes: its first half, then its mirror's second half."""
-        h = self.half(chunk)
-        return t if h == chunk else torch.cat([t[:, :h], self.swap(t[:, h:])], dim=1)
+    def to_work(self, t: torch.Tensor, chunk: int, balanced: bool) -> torch.Tensor:
+        """This rank's chunk rows -> the rows it computes: balanced, its first half, then its mirror's second half."""
+        if not balanced or self.size == 1:
+            return t
+        h = chunk // 2
+        return torch.cat([t[:, :h], self.swap(t[:, h:])], dim=1)
 
     from_work = to_work  # the same swap sends the mirror's rows back and receives this rank's second half
 
-    def spans(self, documents, chunk: int) -> list[Span]:
-        """The spans of one row this rank computes, in work-row order."""
-        g, h = self.rank, self.half(chunk)
-        ranges = [(g * chunk, g * chunk + h)]
-        if h < chunk:
-            ranges.append((self.mirror * chunk + h, (self.mirror + 1) * chunk))
-        return [plan_span(documents, a, b, chunk) for a, b in ranges if b > a]
+    def plan(self, documents, chunk: int) -> "RingPlan":
+        """Whether to balance this batch, and the spans this rank computes in each row (cached per forward)."""
+        if self.last[0] is documents:
+            return self.last[1]
+        balanced = choose_balance(documents, self.size, chunk, self.balance)
+        plan = RingPlan(balanced, [spans_of(docs, self.rank, self.size, chunk, balanced) for docs in documents])
+        self.last = (documents, plan)
+        return plan
+
+
+@dataclass(frozen=True)
+class RingPlan:
+    """One batch's plan on one rank: whether the mirror halves are swapped, and each row's spans."""
+
+    balanced: bool
+    row_spans: list[list[Span]]
+
+
+def spans_of(documents, rank: int, size: int, chunk: int, balanced: bool) -> list[Span]:
+    """The spans of one row rank `rank` computes, in work-row order."""
+    return [plan_span(documents, a, b, chunk) for a, b in work_ranges(rank, size, chunk, balanced)]
+
+
+def busiest(documents_per_row, size: int, chunk: int, balanced: bool) -> int:
+    """The largest per-rank pair count over the batch (the step waits for the busiest rank)."""
+    return max(
+        sum(span_pairs(s) for docs in documents_per_row for s in spans_of(docs, g, size, chunk, balanced))
+        for g in range(size)
+    )
+
+
+def choose_balance(documents_per_row, size: int, chunk: int, policy: str) -> bool:
+    """`on`, `off`, or `auto`: balance when it lowers the busiest rank's pairs for this batch. Every rank of every
+    ring group reads the same whole-row layout, so all decide alike with no communication."""
+    if size == 1 or policy == "off":
+        return False
+    if policy == "on":
+        return True
+    return busiest(documents_per_row, size, chunk, True) < busiest(documents_per_row, size, chunk, False)
+
+
+def work_ranges(rank: int, size: int, chunk: int, balanced: bool) -> list[tuple[int, int]]:
+    """Global query rows rank `rank` of a ring of `size` computes: its chunk, or (balanced) its first half and its
+    mirror's second half, whose causal work adds up to the same for every rank on a long document."""
+    h = chunk // 2 if balanced and size > 1 else chunk
+    ranges = [(rank * chunk, rank * chunk + h)]
+    if h < chunk:
+        mirror = size - 1 - rank
+        ranges.append((mirror * chunk + h, (mirror + 1) * chunk))
+    return [(a, b) for a, b in ranges if b > a]
+
+
+def span_pairs(span: Span) -> int:
+    """(query, key) pairs the span's blocks score: each diagonal document's causal triangle, each earlier block's
+    rectangle. Summed over the ring's ranks this is the row's causal pairs, what longctx/training/flops.py counts."""
+    sizes = [b - a for a, b in zip(span.cu[:-1], span.cu[1:], strict=True)]
+    return sum(n * (n + 1) // 2 for n in sizes) + sum((q1 - q0) * (k1 - k0) for q0, q1, k0, k1 in span.blocks)
 
 
 def spans_forward(q, k_all, v_all, spans, scale):
@@ -202,35 +252,34 @@ class RingAttention(torch.autograd.Function):
     """q [B, C, H, D], k and v [B, C, Hkv, D]: this rank's chunk -> its attention output [B, C, H, D]."""
 
     @staticmethod
-    def forward(ctx, q, k, v, ring: RingGroup, row_spans, scale):
+    def forward(ctx, q, k, v, ring: RingGroup, plan: RingPlan, scale):
         chunk = q.shape[1]
         k_all, v_all = ring.gather(k), ring.gather(v)
-        q_work = ring.to_work(q, chunk)
-        results = [spans_forward(*t, spans, scale) for *t, spans in zip(q_work, k_all, v_all, row_spans, strict=True)]
+        q_work = ring.to_work(q, chunk, plan.balanced)
+        rows = zip(q_work, k_all, v_all, plan.row_spans, strict=True)
+        results = [spans_forward(*t, spans, scale) for *t, spans in rows]
         out_work = torch.stack([o for o, _ in results])
         lse_work = torch.stack([lse for _, lse in results])
-        ctx.ring, ctx.row_spans, ctx.scale = ring, row_spans, scale
+        ctx.ring, ctx.plan, ctx.scale = ring, plan, scale
         ctx.save_for_backward(q_work, k, v, out_work, lse_work)
-        return ring.from_work(out_work, chunk)
+        return ring.from_work(out_work, chunk, plan.balanced)
 
     @staticmethod
     def backward(ctx, dout):
         q_work, k, v, out_work, lse_work = ctx.saved_tensors
-        ring, chunk = ctx.ring, k.shape[1]
+        ring, plan, chunk = ctx.ring, ctx.plan, k.shape[1]
         k_all, v_all = ring.gather(k), ring.gather(v)  # gathered again rather than kept: R x the K/V memory
-        dout_work = ring.to_work(dout, chunk)
-        rows = zip(dout_work, q_work, k_all, v_all, out_work, lse_work, ctx.row_spans, strict=True)
+        dout_work = ring.to_work(dout, chunk, plan.balanced)
+        rows = zip(dout_work, q_work, k_all, v_all, out_work, lse_work, plan.row_spans, strict=True)
         grads = [spans_backward(*t, ctx.scale) for t in rows]
         dq_work, dk_all, dv_all = (torch.stack(g) for g in zip(*grads, strict=True))
-        dq = ring.from_work(dq_work, chunk)
+        dq = ring.from_work(dq_work, chunk, plan.balanced)
         return dq, ring.sum_own(dk_all, chunk), ring.sum_own(dv_all, chunk), None, None, None
 
 
 def ring_attention(q, k, v, ring: RingGroup, documents, scale: float) -> torch.Tensor:
     """[B, C, H, D] chunk in, [B, C, H, D] out; `documents[b]` the [start, end) of row b's documents, global."""
-    chunk = q.shape[1]
-    row_spans = [ring.spans(docs, chunk) for docs in documents]
-    return RingAttention.apply(q, k, v, ring, row_spans, scale)
+    return RingAttention.apply(q, k, v, ring, ring.plan(documents, q.shape[1]), scale)
 
 
 def set_controls(merge_mode: str = "lse", isolate_across_chunks: bool = True) -> None:
