@@ -56,9 +56,17 @@ def runs(tmp_path_factory):
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("mesh", ["sp2-u1r2", "sp4-u2r2", "sp4-u1r4"])
-def test_hybrid_trains_like_documents_one_by_one(runs, mesh):
-    stdout, packed = runs("packed", mesh)
+@pytest.mark.parametrize(
+    ("mesh", "balance"),
+    [("sp2-u1r2", "auto"), ("sp4-u2r2", "auto"), ("sp4-u2r2", "on"), ("sp4-u1r4", "auto"), ("sp4-u1r4", "on")],
+)  # U=1 x R=2 with the balance on is the default tier's guard (tests/test_isolation_training.py)
+def test_hybrid_trains_like_documents_one_by_one(runs, mesh, balance):
+    """`auto` (the default: no swap on these short documents) through recipes/sft.py itself, `on` (every ring
+    rank swaps its second half with its mirror) through tests/helpers/ring_controls.py."""
+    if balance == "auto":
+        stdout, packed = runs("packed", mesh)
+    else:
+        stdout, packed = runs("packed", mesh, "tests/helpers/ring_controls.py", ("--ring_balance", "on"))
     ulysses, ring = mesh.split("-u")[1].split("r")
     assert f"[ring] sp={int(ulysses) * int(ring)} = Ulysses {ulysses} x ring {ring}" in stdout
     assert mismatches(runs("separate", "sp1")[1], packed) == []

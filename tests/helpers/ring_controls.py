@@ -1,22 +1,38 @@
-"""A deliberately broken ring for the hybrid SP gate's own test (tests/test_ring_parity.py): `--ring_control average`
-merges the ring's blocks by a plain mean instead of their log-sum-exp, `--ring_control cross-document` lets each
-chunk's first document attend to every earlier key (documents leak across shard edges). Then recipes/sft.py runs
-unchanged. If the gate still passed with either, it could not catch the bug it exists for.
+"""recipes/sft.py with a switch of the hybrid SP ring set first, for tests/test_ring_parity.py and
+tests/test_isolation_training.py:
+
+- `--ring_balance on|off|auto`: the load-balance policy (default `auto`, which on the packed fixtures never swaps:
+  `on` makes the real gloo launch exercise the mirror swap of query halves and outputs, forward and backward);
+- `--ring_control average|cross-document`: a deliberately broken ring, the gate's negative controls: blocks merged
+  by a plain mean instead of their log-sum-exp, or each chunk's first document attending to every earlier key.
+If the gate still passed with a control, it could not catch the bug it exists for.
 """
 
 import runpy
 import sys
 from pathlib import Path
 
+from longctx.training.sequence_parallel import hybrid
 from longctx.training.sequence_parallel.ring import set_controls
 
 CONTROLS = {"average": {"merge_mode": "average"}, "cross-document": {"isolate_across_chunks": False}}
 
-flag = sys.argv.index("--ring_control")
-control = sys.argv[flag + 1]
-del sys.argv[flag : flag + 2]
-set_controls(**CONTROLS[control])
-print(f"[ring-control] {control}", flush=True)
+
+def pop_flag(name: str) -> str | None:
+    if name not in sys.argv:
+        return None
+    at = sys.argv.index(name)
+    value = sys.argv[at + 1]
+    del sys.argv[at : at + 2]
+    return value
+
+
+if control := pop_flag("--ring_control"):
+    set_controls(**CONTROLS[control])
+    print(f"[ring-control] {control}", flush=True)
+if balance := pop_flag("--ring_balance"):
+    hybrid._config["balance"] = balance
+    print(f"[ring-balance] {balance}", flush=True)
 entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")
