@@ -16,6 +16,7 @@ the whole row's position_ids over the ring and keeps packed documents apart acro
 Ulysses (never routed here); U = 1 is a pure ring.
 """
 
+import torch
 import torch.distributed as dist
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
@@ -69,7 +70,13 @@ class HybridSPAttention(UlyssesSPAttentionHF):
             documents = [[(0, whole.shape[1])]] * batch
         scale = scaling if scaling is not None else query.shape[-1] ** -0.5
         q, k, v = (t.transpose(1, 2) for t in (query, key, value))
-        return ring_attention(q, k, v, self.ring, documents, scale), None
+        if not query.is_cuda:
+            return ring_attention(q, k, v, self.ring, documents, scale), None
+        if query.dtype not in (torch.bfloat16, torch.float16):
+            raise HybridAttentionError(f"the CUDA ring runs flash-attn in bf16/fp16, not {query.dtype}: train in bf16")
+        from longctx.training.sequence_parallel.ring_gpu import gpu_ring_attention  # flash-attn: CUDA only
+
+        return gpu_ring_attention(*(t.contiguous() for t in (q, k, v)), self.ring, documents, scale), None
 
 
 def refuse_unsupported(dropout: float, kwargs: dict) -> None:
