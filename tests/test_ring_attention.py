@@ -125,3 +125,51 @@ def test_auto_balances_only_where_it_lowers_the_busiest_rank():
         work = {b: ring.busiest(documents, 4, chunk, b) for b in (False, True)}
         assert work[chosen] == min(work.values())
         assert chosen or kind == "packed"
+
+
+@pytest.fixture
+def registration():
+    """Restore DeepSpeed's registration (install_hybrid_sp replaces it process-wide) and the hybrid's settings."""
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+
+    from longctx.training.sequence_parallel import hybrid
+
+    saved, config = UlyssesSPAttentionHF.__dict__["register_with_transformers"], dict(hybrid._config)
+    yield
+    UlyssesSPAttentionHF.register_with_transformers = saved
+    hybrid._config.clear()
+    hybrid._config.update(config)
+
+
+def test_a_model_with_sinks_or_windows_is_refused_before_training_under_a_ring(registration):
+    """The entrypoint's process patches refuse gpt-oss (sinks, 128-token windows) on a ring mesh, naming both and the
+    fix, before any model is prepared; the same model on a mesh without a ring is not the hybrid's business."""
+    from types import SimpleNamespace
+
+    from transformers import GptOssConfig, LlamaConfig
+
+    from longctx.config.recipe import RecipeError
+    from longctx.training.sequence_parallel.hybrid import install_hybrid_sp
+
+    recipe = SimpleNamespace(
+        accelerate_config="accelerate_configs/cpu-sp4-u2r2.yaml",
+        config_source="r.yaml",
+        allow_cross_document_attention=False,
+    )
+    with pytest.raises(RecipeError) as refused:
+        install_hybrid_sp(recipe, None, SimpleNamespace(config=GptOssConfig(num_hidden_layers=2)))
+    message = str(refused.value)
+    assert "attention sinks" in message and "sliding-window layers (window 128)" in message
+    assert "parallelism_config_sp_ring_size: 1" in message
+    plain = SimpleNamespace(**{**recipe.__dict__, "accelerate_config": "accelerate_configs/cpu-sp4.yaml"})
+    assert install_hybrid_sp(plain, None, SimpleNamespace(config=GptOssConfig(num_hidden_layers=2))) == ""
+    assert "Ulysses 2 x ring 2" in install_hybrid_sp(recipe, None, SimpleNamespace(config=LlamaConfig()))
+
+
+def test_the_ring_refuses_sinks_windows_and_dropout_at_call_time():
+    from longctx.training.sequence_parallel.hybrid import HybridAttentionError, refuse_unsupported
+
+    for dropout, kwargs in ((0.1, {}), (0.0, {"s_aux": torch.zeros(4)}), (0.0, {"sliding_window": 128})):
+        with pytest.raises(HybridAttentionError):
+            refuse_unsupported(dropout, kwargs)
+    refuse_unsupported(0.0, {"sliding_window": None, "s_aux": None})

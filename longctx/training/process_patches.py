@@ -38,7 +38,7 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     isolation_line += install_sink_attention(recipe, model_args, model)
     # a ring in the mesh (sp = Ulysses U x ring R): the hybrid SP attention registers where Ulysses would; before
     # keep_sp_in_eval, which wraps whatever registration is installed
-    isolation_line += install_hybrid_sp(recipe)
+    isolation_line += install_hybrid_sp(recipe, model_args, model)
     # accelerate registers Ulysses attention with SP off in eval: eval batches are then whole sequences per rank
     keep_sp_in_eval()
     # sp x dp over gloo: torch's all-to-all passes a group-local rank as a global one in SP subgroups

@@ -3,8 +3,10 @@ tests/test_isolation_training.py:
 
 - `--ring_balance on|off|auto`: the load-balance policy (default `auto`, which on the packed fixtures never swaps:
   `on` makes the real gloo launch exercise the mirror swap of query halves and outputs, forward and backward);
-- `--ring_control average|cross-document`: a deliberately broken ring, the gate's negative controls: blocks merged
-  by a plain mean instead of their log-sum-exp, or each chunk's first document attending to every earlier key.
+- `--ring_control average|cross-document|linear-ulysses-group`: a deliberately broken ring, the gate's negative
+  controls: blocks merged by a plain mean instead of their log-sum-exp, each chunk's first document attending to
+  every earlier key, or Gated DeltaNet layers split across the Ulysses group only (their recurrence then restarts
+  at every chunk edge).
 If the gate still passed with a control, it could not catch the bug it exists for.
 """
 
@@ -27,8 +29,21 @@ def pop_flag(name: str) -> str | None:
     return value
 
 
+def linear_layers_on_the_ulysses_group() -> None:
+    upstream_init = hybrid.HybridSPAttention.__init__
+
+    def init(self, *args, **kwargs):
+        upstream_init(self, *args, **kwargs)
+        self.sequence_group = self.process_group  # the U ranks of this rank's Ulysses group, not the SP group
+
+    hybrid.HybridSPAttention.__init__ = init
+
+
 if control := pop_flag("--ring_control"):
-    set_controls(**CONTROLS[control])
+    if control == "linear-ulysses-group":
+        linear_layers_on_the_ulysses_group()
+    else:
+        set_controls(**CONTROLS[control])
     print(f"[ring-control] {control}", flush=True)
 if balance := pop_flag("--ring_balance"):
     hybrid._config["balance"] = balance

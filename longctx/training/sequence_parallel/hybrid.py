@@ -148,15 +148,36 @@ def register_hybrid(
     return mpu
 
 
-def install_hybrid_sp(recipe) -> str:
-    """Route accelerate's Ulysses registration through `register_hybrid` when the recipe's topology has a ring.
+def model_config_dict(model_args, model) -> dict:
+    """The model's config as a dict: the built model's, or the pretrained path's (local or cached), else empty."""
+    config = getattr(model, "config", None)
+    if config is None and model_args is not None:
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+        except (OSError, ValueError):
+            return {}
+    return config.to_dict() if config is not None else {}
+
+
+def install_hybrid_sp(recipe, model_args=None, model=None) -> str:
+    """Route accelerate's Ulysses registration through `register_hybrid` when the recipe's topology has a ring;
+    refuse, before training, a model with attention the ring does not compute (longctx/config/rules/ring.py).
 
     Call before `keep_sp_in_eval` (which wraps whatever registration is installed). Returns the line to print."""
-    from longctx.config.recipe import recipe_topology
+    from longctx.config.recipe import RecipeError, recipe_topology
+    from longctx.config.rules.ring import RING_KEY, attention_features
 
     topo = recipe_topology(recipe)
     if topo.sp_ring_size == 1:
         return ""
+    refused = attention_features(model_config_dict(model_args, model))
+    if refused:
+        fix = "train it with plain Ulysses: parallelism_config_sp_ring_size: 1"
+        lines = [f"{topo.path}: `{RING_KEY}`: the model has {what}, which the ring does not compute; fix: {fix}"
+                 for what in refused]  # fmt: skip
+        raise RecipeError(recipe.config_source, lines)
     _config.update(ring_size=topo.sp_ring_size, isolate=not recipe.allow_cross_document_attention)
     if _config["upstream"] is None:
         upstream = UlyssesSPAttentionHF.register_with_transformers.__func__
