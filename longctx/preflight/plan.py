@@ -45,9 +45,9 @@ def heads_line(launch) -> str:
     """The sp sizes this model allows, and whether its KV heads are replicated at this sp."""
     from longctx.preflight.checks.heads import kv_note, model_sp_sizes
 
-    facts, sp = launch.facts, launch.topo.sp_size
+    facts, ulysses = launch.facts, launch.topo.sp_ulysses_size  # the ranks heads split over: sp without a ring
     valid = ", ".join(map(str, model_sp_sizes(facts.config, facts.num_heads, facts.num_kv_heads)))
-    note = kv_note(facts.num_kv_heads, sp)
+    note = kv_note(facts.num_kv_heads, ulysses)
     linear = facts.config.get("linear_num_key_heads")
     linear = f", {linear} linear-attention key / {facts.config['linear_num_value_heads']} value" if linear else ""
     return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV{linear}; valid sp sizes: {valid}" + (

@@ -280,7 +280,7 @@ PATCHES: tuple[Patch, ...] = (
     # ---- hybrid Ulysses x ring SP (longctx/training/sequence_parallel/hybrid.py)
     Patch(
         target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
-        installed_by="longctx.training.sequence_parallel.hybrid:install_hybrid_sp",
+        installed_by="longctx.training.sequence_parallel.hybrid:use_ring",
         why="with `parallelism_config_sp_ring_size` > 1, accelerate's call registers HybridSPAttention instead (a "
         "subclass of UlyssesSPAttentionHF over a Ulysses group of U = sp / R ranks whose core attention is the ring): "
         "the same DeepSpeed SP groups (initialize_sequence_parallel), the same mask-dropping wrapper under the core "

@@ -21,6 +21,7 @@ import torch.distributed as dist
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
 from longctx.training.document_layout import LAYOUT_KWARG, layout_for
+from longctx.training.isolation import _state as isolation
 from longctx.training.sequence_parallel.ring import RingGroup, ring_attention
 
 _config = {"ring_size": 1, "balance": "auto", "isolate": True, "upstream": None}
@@ -64,7 +65,7 @@ class HybridSPAttention(UlyssesSPAttentionHF):
         batch = query.shape[0]
         position_ids = kwargs["position_ids"].expand(batch, -1)  # this chunk's, gathered over the Ulysses group
         whole = self.ring.gather(position_ids)
-        if self.isolate:
+        if self.isolate and isolation["enabled"]:  # the probe's stock comparison switches isolation off
             documents = layout_for(kwargs.get(LAYOUT_KWARG), whole, batch).spans
         else:  # `allow_cross_document_attention: true`: each row is one sequence
             documents = [[(0, whole.shape[1])]] * batch
@@ -178,15 +179,21 @@ def install_hybrid_sp(recipe, model_args=None, model=None) -> str:
         lines = [f"{topo.path}: `{RING_KEY}`: the model has {what}, which the ring does not compute; fix: {fix}"
                  for what in refused]  # fmt: skip
         raise RecipeError(recipe.config_source, lines)
-    _config.update(ring_size=topo.sp_ring_size, isolate=not recipe.allow_cross_document_attention)
+    use_ring(topo.sp_ring_size, isolate=not recipe.allow_cross_document_attention)
+    ulysses, ring_size = topo.sp_ulysses_size, topo.sp_ring_size
+    return (
+        f"\n[ring] sp={topo.sp_size} = Ulysses {ulysses} x ring {ring_size}: heads split {ulysses} ways inside groups "
+        f"of {ulysses} consecutive ranks, K/V passed across {ring_size} chunks, log-sum-exp merged"
+    )
+
+
+def use_ring(ring_size: int, isolate: bool = True) -> None:
+    """Make DeepSpeed's registration build the hybrid with a ring of `ring_size` (the entrypoint through
+    `install_hybrid_sp`, the leak probe directly); idempotent."""
+    _config.update(ring_size=ring_size, isolate=isolate)
     if _config["upstream"] is None:
         upstream = UlyssesSPAttentionHF.register_with_transformers.__func__
         _config["upstream"] = upstream
         register_hybrid.__wrapped__ = upstream
         # registered in longctx/training/patches.py
         UlyssesSPAttentionHF.register_with_transformers = classmethod(register_hybrid)
-    ulysses, ring_size = topo.sp_ulysses_size, topo.sp_ring_size
-    return (
-        f"\n[ring] sp={topo.sp_size} = Ulysses {ulysses} x ring {ring_size}: heads split {ulysses} ways inside groups "
-        f"of {ulysses} consecutive ranks, K/V passed across {ring_size} chunks, log-sum-exp merged"
-    )
