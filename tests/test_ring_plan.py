@@ -2,6 +2,7 @@
 `make plan`'s split line and the ring's memory term. No process: rules and the plan read configs only.
 """
 
+import importlib.util
 import json
 
 import pytest
@@ -104,3 +105,17 @@ def test_the_memory_plan_counts_the_rings_buffers():
     assert ring.attention > gathered
     one_chunk = estimate(llama, seq_len=2**21 // 4, sp=8, **options).attention  # Ulysses 8 on the chunk alone
     assert ring.attention == pytest.approx(one_chunk + gathered + 2**21 / 4 * 4 * 128 * 2 / 2**30)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ring_flash_attn") is not None, reason="the GPU ring kernels are here")
+def test_preflight_names_the_gpu_rings_kernels_where_they_are_missing(capsys):
+    """A GPU recipe with a ring needs ring-flash-attn over flash-attn (the `gpu` extra); preflight says so, with the
+    install command, and plans it all the same (a warning off the target machine, an error with --this-machine)."""
+    from longctx.preflight.cli import main
+
+    assert main(["llama8b-2m", "--intended"]) == 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    where = "accelerate_configs/4x8-sp32-u8r4.yaml: `parallelism_config.parallelism_config_sp_ring_size`"
+    assert f"warning: {where}" in text
+    assert "ring-flash-attn==0.1.8" in text
