@@ -43,9 +43,12 @@ PARALLELISM_KEYS = {
         "sp_seq_length",
         "sp_seq_length_is_variable",
         "sp_attn_implementation",
-        "sp_ring_size",  # ours, not accelerate's: R of hybrid Ulysses x ring SP (longctx/config/rules/ring.py)
     )
 }
+# Ours, not accelerate's (its launcher ignores them; the entrypoint and preflight read them from the YAML):
+# R of hybrid Ulysses x ring SP (longctx/config/rules/ring.py)
+OUR_PARALLELISM_KEYS = {"parallelism_config_sp_ring_size"}
+PARALLELISM_KEYS |= OUR_PARALLELISM_KEYS
 DEEPSPEED_TOP_KEYS = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print",
     "wall_clock_breakdown", "dump_state", "optimizer", "scheduler", "fp16", "bf16", "amp", "zero_optimization",
