@@ -108,14 +108,21 @@ def test_the_memory_plan_counts_the_rings_buffers():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ring_flash_attn") is not None, reason="the GPU ring kernels are here")
-def test_preflight_names_the_gpu_rings_kernels_where_they_are_missing(capsys):
+def test_preflight_names_the_gpu_rings_kernels_where_they_are_missing():
     """A GPU recipe with a ring needs ring-flash-attn over flash-attn (the `gpu` extra); preflight says so, with the
-    install command, and plans it all the same (a warning off the target machine, an error with --this-machine)."""
-    from longctx.preflight.cli import main
+    install command: a warning off the target machine, an error on it (--this-machine); nothing for a CPU recipe."""
+    from types import SimpleNamespace
 
-    assert main(["llama8b-2m", "--intended"]) == 0
-    out = capsys.readouterr()
-    text = out.out + out.err
-    where = "accelerate_configs/4x8-sp32-u8r4.yaml: `parallelism_config.parallelism_config_sp_ring_size`"
-    assert f"warning: {where}" in text
-    assert "ring-flash-attn==0.1.8" in text
+    from longctx.preflight.checks.attention import ring_kernel_problems
+
+    topo = read_topology(REPO_ROOT / "accelerate_configs" / "4x8-sp32-u8r4.yaml")
+
+    def launch(this_machine: bool, use_cpu: bool = False):
+        machine = SimpleNamespace(this_machine=this_machine)
+        return SimpleNamespace(topo=topo, sft=SimpleNamespace(use_cpu=use_cpu), machine=machine)
+
+    (away,) = ring_kernel_problems(launch(False))
+    assert away.severity == "warning" and "ring-flash-attn==0.1.8" in away.fix
+    assert away.key == "parallelism_config.parallelism_config_sp_ring_size"
+    assert ring_kernel_problems(launch(True))[0].severity == "error"
+    assert ring_kernel_problems(launch(False, use_cpu=True)) == []

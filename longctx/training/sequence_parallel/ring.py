@@ -24,6 +24,9 @@ all-reduce. Causal load balance (`balance`): with contiguous chunks and one long
 mirror rank R - 1 - g (their queries swapped point-to-point, the outputs swapped back; in backward the output
 gradients and query gradients likewise): every rank does the same work for a long document. The data loader's
 contiguous shards, the labels and the position_ids are untouched: only the queries travel, inside attention.
+Packed rows of short documents are already nearly even, and there the halves can make the busiest rank busier, so
+the default policy `auto` swaps for a batch only when that lowers the busiest rank's (query, key) pairs, read from
+the whole-row layout every rank holds (`choose_balance`; measured: benchmarks/ring_balance.py).
 """
 
 from dataclasses import dataclass
