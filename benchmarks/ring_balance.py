@@ -1,8 +1,12 @@
 """Per-rank attention work of the hybrid SP ring, with and without its causal load balance.
 
 Usage:
-    python benchmarks/ring_balance.py          # Llama-3.1-8B, 2M tokens, U=8 x R=4 (4 x 8 GPUs), then CPU timing
-    python benchmarks/ring_balance.py --tiny   # a small case in seconds (tests/test_ring_balance.py runs it)
+    python benchmarks/ring_balance.py [llama8b-2m]    # Llama-3.1-8B, 2M tokens, U=8 x R=4 (4 x 8 GPUs), CPU timing
+    python benchmarks/ring_balance.py qwen3.5-27b-256k  # Qwen3.5-27B, 256K tokens, U=8 x R=2 (2 x 8 GPUs)
+    python benchmarks/ring_balance.py --tiny          # a small case in seconds (tests/test_ring_balance.py runs it)
+
+The two cases are the meshes of llama3.1-8b/sft-2m-4x8-u8r4 and qwen3.5-27b/sft-256k-2x8-u8r2; every setting of a
+case can be overridden with its flag.
 
 Work (exact, no sampling): for each rank of a ring of R chunks, the (query, key) pairs its blocks score as the ring
 plans them (longctx/training/sequence_parallel/ring.py: `work_ranges`, `plan_span`, `span_pairs`), turned into
@@ -121,18 +125,30 @@ def time_rows(args) -> list[dict]:
     return rows
 
 
+CASES = {
+    "llama8b-2m": {"model": "meta-llama/Llama-3.1-8B-Instruct", "length": 2**21, "ulysses": 8, "ring": 4,
+                   "doc_tokens": [2048, 262144], "time_length": 16384},
+    "qwen3.5-27b-256k": {"model": "Qwen/Qwen3.5-27B", "length": 2**18, "ulysses": 8, "ring": 2,
+                         "doc_tokens": [1024, 65536], "time_length": 8192},
+}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct", help="an architecture snapshot")
-    parser.add_argument("--length", type=int, default=2**21, help="tokens of one sequence")
-    parser.add_argument("--ulysses", type=int, default=8, help="U: heads are split U ways")
-    parser.add_argument("--ring", type=int, default=4, help="R: chunks of the ring")
-    parser.add_argument("--doc-tokens", type=int, nargs=2, default=[2048, 262144], help="packed documents' bounds")
-    parser.add_argument("--time-length", type=int, default=16384, help="tokens of the measured CPU case")
+    parser.add_argument("case", nargs="?", choices=sorted(CASES), default="llama8b-2m", help="a recipe's mesh")
+    parser.add_argument("--model", help="an architecture snapshot (default: the case's)")
+    parser.add_argument("--length", type=int, help="tokens of one sequence")
+    parser.add_argument("--ulysses", type=int, help="U: heads are split U ways")
+    parser.add_argument("--ring", type=int, help="R: chunks of the ring")
+    parser.add_argument("--doc-tokens", type=int, nargs=2, help="packed documents' bounds")
+    parser.add_argument("--time-length", type=int, help="tokens of the measured CPU case")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per rank (after a warm-up)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tiny", action="store_true", help="a small case: 8192 tokens, R=4, timing at 2048")
     args = parser.parse_args()
+    for key, value in CASES[args.case].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     if args.tiny:
         args.length, args.time_length, args.doc_tokens = 8192, 2048, [64, 2048]
     shape = model_shape(args.model)
