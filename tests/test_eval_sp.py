@@ -2,8 +2,8 @@
 same token-weighted number at sp=1, 2 and 4, for packed and unpacked prepared data (real accelerate launches), for
 the tiny Llama and for the two MoE miniatures, whose router aux loss must enter once per sequence from the whole
 sequence's statistics (longctx/training/sequence_parallel/eval_loss.py; upstream's SP loss weighted each shard's
-own aux by its label tokens: measured eval_loss shift at step 0, Qwen3-MoE at coefficient 0.5 and sp=2 packed,
-in docs/tests.md); the in-training retrieval slice scores a count of examples that dp does not divide at sp=2 x dp=2.
+own aux by its label tokens: Qwen3-MoE at coefficient 0.5, packed, step 0: 7.26333 at sp=2 against 7.25763 at
+sp=1); the in-training retrieval slice scores a count of examples that dp does not divide at sp=2 x dp=2.
 """
 
 import json
@@ -14,13 +14,19 @@ import pytest
 
 from longctx.training.retrieval.haystack import filler_sentence
 from tests.helpers.launch import accelerate_launch, assert_ok
+from tests.helpers.run_cache import run_cache
 from tests.helpers.tiny_model import tiny_checkpoint
 
 pytestmark = pytest.mark.distributed
 # The model each run builds (eval-sp.yaml's tiny-llama tokenizer and data; another architecture from its config)
 MODELS = {
     "tiny Llama": [],
-    "tiny Qwen3-MoE": ["--model_config_source", "tests/recipes/models/tiny-qwen3-moe", "--router_aux_loss_coef", "0.5"],
+    "tiny Qwen3-MoE": [
+        "--model_config_source",
+        "tests/recipes/models/tiny-qwen3-moe",
+        "--router_aux_loss_coef",
+        "0.5",
+    ],
     "tiny gpt-oss": ["--model_config_source", "tests/recipes/models/tiny-gpt-oss"],  # its own coefficient, 0.9
 }
 # fp32 on CPU: the SP runs reorder the same sums; a weighting or sharding bug moves the loss by >1e-3.
@@ -65,7 +71,7 @@ def recipe_args(data, prepared, mode, sp, out="unused", model="tiny Llama") -> l
     ]
 
 
-def eval_history(tmp, data, mode: str, sp: int, model: str) -> list[dict]:
+def eval_history(tmp, data, mode: str, sp: int, model: str = "tiny Llama") -> list[dict]:
     prepared, out = tmp / "prepared", tmp / f"{mode}-sp{sp}-{model.replace(' ', '-')}"
     prepare(data, prepared, mode, sp)
     proc = accelerate_launch(
@@ -78,19 +84,7 @@ def eval_history(tmp, data, mode: str, sp: int, model: str) -> list[dict]:
     return [row for row in rows if "eval_loss" in row] + [row for row in rows if "retrieval_passkey_logprob" in row]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("eval-sp")
-    data = write_corpus(tmp / "data")
-    cache = {}
-
-    def run(mode: str, sp: int, model: str):
-        if (mode, sp, model) not in cache:
-            cache[(mode, sp, model)] = eval_history(tmp, data, mode, sp, model)
-        return cache[(mode, sp, model)]
-
-    run.prepared = tmp / "prepared"
-    return run
+runs = run_cache("eval-sp", write_corpus, eval_history)
 
 
 # The default tier runs each sp and each layout once, each on an MoE miniature (4 launches: sp=1 for both, Qwen3-MoE
@@ -113,7 +107,7 @@ def test_eval_loss_matches_sp1(runs, model, mode, sp):
     for a, b in zip(*evals, strict=True):
         assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=RTOL), f"step {a['step']}"
         assert b["eval_label_tokens"] == a["eval_label_tokens"]
-        if model != "tiny Llama":  # the router aux loss is on and logged (its mean over the eval batches)
+        if model != "tiny Llama":  # the router aux loss is on in eval (sp=1 logs its mean over the eval batches)
             assert a["eval_aux_loss"] > 1.0
     # the in-training retrieval slice (longctx/training/retrieval/callback.py) scores the same on every mesh
     slices = (
@@ -131,7 +125,7 @@ def test_eval_scores_every_held_out_label_token_once(runs):
     from datasets import load_from_disk
 
     history = [r for r in runs("unpacked", 4, "tiny gpt-oss") if "eval_loss" in r]
-    folder = next(runs.prepared.glob("*-eval-*"))
+    folder = next((runs.folder / "prepared").glob("*-eval-*"))
     expected = sum(sum(x != -100 for x in row["labels"][1:]) for row in load_from_disk(str(folder / "dataset")))
     assert history[0]["eval_label_tokens"] == expected > 0
     assert abs(history[1]["eval_loss"] - history[0]["eval_loss"]) > 1e-3  # the second eval sees the trained step

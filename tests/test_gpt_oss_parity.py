@@ -14,6 +14,7 @@ import math
 import pytest
 
 from tests.helpers.moe_rows import write_rows
+from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -37,18 +38,7 @@ def train(tmp, data, sp: int, script: str = "recipes/sft.py"):
     return history, load_file(out / "model.safetensors")
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gpt-oss-parity")
-    data = write_rows(tmp / "data")
-    cache = {}
-
-    def run(sp: int, script: str = "recipes/sft.py"):
-        if (sp, script) not in cache:
-            cache[(sp, script)] = train(tmp, data, sp, script)
-        return cache[(sp, script)]
-
-    return run
+runs = run_cache("gpt-oss-parity", write_rows, train)
 
 
 @pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all

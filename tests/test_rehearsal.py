@@ -19,7 +19,9 @@ from longctx.config.topology import load_yaml_mapping
 from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
 from longctx.miniature import miniature_config, scaled_heads
 from longctx.preflight.checks.toolchain import uses_cpu_adam
-from tests.helpers.hub_tokens import ENV_TOKEN, make_argv, secret_leaks
+from tests.helpers import OFFLINE
+from tests.helpers.hub_tokens import ENV_TOKEN, args_with_token, secret_leaks
+from tests.helpers.make import run_make
 
 # Every full rehearsal is `slow` (make test-all; each is several launches, 1.5-2 minutes on 2 cores), so the default
 # tier stays under 10 minutes; what they rest on runs there on its own: DeepSpeed's CPU Adam (test_cpu_adam.py),
@@ -35,13 +37,16 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
 }  # fmt: skip
 
 
-def rehearse(name: str, tmp_path: Path, args: str = "") -> subprocess.CompletedProcess:
-    """`make rehearse` as a user types it, carrying a fake Hub token in ARGS and HF_TOKEN (tests/test_secrets.py)."""
-    env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    env["HF_TOKEN"] = ENV_TOKEN
+def rehearse(name: str, tmp_path: Path, overrides: str = "") -> subprocess.CompletedProcess:
+    """`make rehearse` as a user types it, carrying a fake Hub token in ARGS (then `overrides`) and HF_TOKEN
+    (tests/test_secrets.py).
+
+    A bare environment, not this process's: the system PATH, so the launch must put the venv's bin (ninja) first
+    itself."""
+    env = {**OFFLINE, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "HF_TOKEN": ENV_TOKEN}
     env["TORCH_EXTENSIONS_DIR"] = os.environ["TORCH_EXTENSIONS_DIR"]  # the tier's one CPU Adam build (conftest.py)
-    argv = make_argv("rehearse", f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}", extra_args=args)
-    return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
+    variables = (f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}", args_with_token(overrides))
+    return run_make("rehearse", *variables, check=False, env=env, timeout=2400)
 
 
 @pytest.mark.parametrize("name", recipe_names())
@@ -69,6 +74,19 @@ def test_meshes_shrink_keeping_their_structure():
     assert (sp, dp) == (2, 2) and any("sp=8 -> sp=2" in n for n in notes) and any("machines" in n for n in notes)
     assert not any("dp=" in n for n in notes)
     assert mesh(8, 4, 4)[:2] == (2, 2) and mesh(4, 2, 1)[:2] == (2, 2) and mesh(1, 8, 1)[:2] == (1, 4)
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-27b/sft-256k-2x8-u8r2", "llama3.1-8b/sft-2m-4x8-u8r4"])
+def test_a_hybrid_recipe_rehearses_at_u2_r2(name, tmp_path):
+    """Hybrid Ulysses x ring SP recipes (U=8 x R=2 or 4) rehearse on 4 processes at U=2 x R=2: the ring kept; the
+    sp=1 comparison run has none; the miniature's heads scale with U (what they split over)."""
+    from longctx.commands.rehearse import at_sp1
+
+    derived = derive(resolve_recipe(name), tmp_path)
+    assert (derived.sp, derived.ring, derived.ulysses, derived.dp) == (4, 2, 2, 1)
+    assert derived.accelerate["parallelism_config"]["parallelism_config_sp_ring_size"] == 2
+    assert any("Ulysses 8 x ring" in note and "-> Ulysses 2 x ring 2" in note for note in derived.changes)
+    assert "parallelism_config_sp_ring_size" not in at_sp1(derived, tmp_path).accelerate["parallelism_config"]
 
 
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-4B"])

@@ -10,15 +10,11 @@ path and must differ). The real training stack under ZeRO-2 (and sp x dp) is tes
 `slow` cases.
 """
 
-import json
-import subprocess
-import sys
-
 import pytest
 import torch
 from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
 
-from tests.helpers.launch import REPO, free_port
+from tests.helpers.ranks import spawn_ranks
 from tests.helpers.router_aux_case import CASE, hidden_states, router_weight
 
 pytestmark = pytest.mark.distributed
@@ -26,12 +22,7 @@ pytestmark = pytest.mark.distributed
 
 @pytest.fixture(scope="module")
 def sp2(tmp_path_factory):
-    out = tmp_path_factory.mktemp("router-aux")
-    port = str(free_port())
-    cmd = [sys.executable, "-m", "tests.helpers.router_aux_worker"]
-    procs = [subprocess.Popen([*cmd, str(r), port, str(out)], cwd=REPO) for r in range(2)]
-    assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    return json.loads((out / "result.json").read_text())
+    return spawn_ranks("tests.helpers.router_aux_worker", 2, tmp_path_factory.mktemp("router-aux"), timeout=300)[0]
 
 
 @pytest.fixture(scope="module")

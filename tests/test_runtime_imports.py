@@ -99,3 +99,16 @@ def test_the_scanner_finds_each_kind_of_import():
     assert any("imports longctx.leak_probe.worker" in hit for hit in hits)  # the relative import, resolved
     found = {name for _, name in imported_modules(source, module_name(path))}
     assert "longctx.training.retrieval.scoring" in found and "os" in found
+
+
+def test_no_tool_imports_the_command_line():
+    """The command line sits on top: `longctx/cli.py` and `longctx/commands/` import the tools, never the reverse
+    (a tool that needs a command's parsing has it in the tool, as preflight/run.py and evaluation/options.py)."""
+    top = {"longctx.cli", "longctx.commands", "longctx.__main__"}
+    entry = {REPO / "longctx" / "cli.py", REPO / "longctx" / "__main__.py"}
+    files = sorted([*(REPO / "longctx").rglob("*.py"), *(REPO / "data_prep").rglob("*.py")])
+    below = [f for f in files if f not in entry and not f.is_relative_to(REPO / "longctx" / "commands")]
+    upward = "def options():\n    from longctx.commands.eval import parse_args\n"
+    assert tool_imports(REPO / "longctx" / "evaluation" / "worker.py", top, upward)  # what it catches
+    problems = [hit for path in below for hit in tool_imports(path, top)]
+    assert not problems, "a tool imports the command line above it:\n" + "\n".join(problems)

@@ -94,10 +94,18 @@ SENSITIVE_INIT = 0.2
 
 
 def write_model(
-    folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe_model: str, template, sensitive: bool = False
+    folder: Path,
+    snapshot: Path,
+    sp: int,
+    corpus: list[str],
+    recipe_model: str,
+    template,
+    ulysses: int | None = None,
+    sensitive: bool = False,
 ) -> list[str]:
     """Write the miniature's config.json and tokenizer into `folder`; returns what differs from the real model.
-    `sensitive`: weights drawn at SENSITIVE_INIT (the rehearsal checks a model no family row proves)."""
+    `ulysses`: U of a hybrid sp = U x R, which the attention heads split over (sp without a ring). `sensitive`:
+    weights drawn at SENSITIVE_INIT (the rehearsal checks a model no family row proves)."""
     from transformers import AutoTokenizer
 
     config = text_config(json.loads((snapshot / "config.json").read_text()))
@@ -114,7 +122,7 @@ def write_model(
         if spec is GENERIC_TOKENS:
             notes[0] += f"; model_type {config.get('model_type')!r} has no stand-in tokens in longctx/config/families/"
             notes[0] += ": only an end-of-text token is special"
-    mini = miniature_config(config, sp, len(tokenizer), token_ids(tokenizer))
+    mini = miniature_config(config, sp, len(tokenizer), token_ids(tokenizer), ulysses=ulysses)
     if sensitive:
         mini["initializer_range"] = SENSITIVE_INIT
         notes.append(

@@ -17,7 +17,7 @@ def accelerate_launch(
 ):
     """`accelerate launch --config_file X script args` from the repository root, on a free port."""
     cmd = accelerate_argv(accelerate_config, [script, *args], port=free_port())
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    env = {**os.environ, **(env or {})}  # offline: tests/conftest.py
     return subprocess.run(cmd, cwd=REPO, env=env, check=False, capture_output=True, text=True, timeout=timeout)
 
 
@@ -48,7 +48,7 @@ def accelerate_launch_machines(
     so a chatty machine cannot block while the other is being read.
     """
     port = str(free_port())
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    env = {**os.environ, **(env or {})}  # offline: tests/conftest.py
     with tempfile.TemporaryDirectory() as logs:
         procs = []
         for machine in range(num_machines):

@@ -27,6 +27,7 @@ entry point: longctx/training/attention/sinks.py (sinks, under SP) and isolation
 """
 
 import functools
+from itertools import pairwise
 from typing import NamedTuple
 
 import torch
@@ -37,10 +38,13 @@ from longctx.training.attention.document_layout import DocumentLayout
 class CpuKernel:
     """Per-document CPU flash attention with lse; GQA by repeating K/V heads for the call."""
 
-    def __init__(self, layout: DocumentLayout, scale: float, window: int | None):
+    def __init__(self, bounds, scale: float, window: int | None):
+        """`bounds`: the documents' offsets over the flattened tokens on the host (`DocumentLayout.bounds`; a CPU
+        tensor of them, as the ring's CPU path builds, is read here)."""
         self.scale, self.window = scale, window
+        bounds = bounds.tolist() if isinstance(bounds, torch.Tensor) else list(bounds)
         self.tiles, singles = [], []  # (q0, q1, k0, k1, causal) blocks; one-token documents
-        for start, end in zip(layout.bounds[:-1], layout.bounds[1:], strict=True):
+        for start, end in pairwise(bounds):
             if end - start == 1:
                 singles.append(start)
             elif window is None or end - start <= window:
@@ -204,7 +208,7 @@ def pick_kernel(query: torch.Tensor, layout: DocumentLayout, scale: float, windo
     if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
         return VarlenKernel(layout, scale, window)
     if query.device.type == "cpu":
-        return CpuKernel(layout, scale, window)
+        return CpuKernel(layout.bounds, scale, window)
     raise ValueError(
         f"attention with sinks or a sliding window runs on CPU or on CUDA in bf16/fp16, not {query.device} "
         f"{query.dtype}; train in bf16 (`bf16: true`, `dtype: bfloat16`)"
