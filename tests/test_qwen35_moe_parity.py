@@ -16,6 +16,8 @@ the family's router is the one the exact aux loss records (the stock Gated Delta
 tests/test_linear_attention_sp.py, the probe's in tests/test_isolation_probe.py).
 """
 
+import json
+
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -97,3 +99,32 @@ def test_gate_catches_per_shard_router_aux_at_sp2(runs):
     stock = runs(2, "tests/helpers/shard_router_aux.py")
     assert "[linear-attention] 2 Gated DeltaNet layers: heads split across sp=2" in stock[2]
     assert mismatches(runs(1), stock), "each rank's own shard aux loss went unnoticed"
+
+
+def probe(tmp_path, *flags) -> tuple[int, dict]:
+    """The leak probe on the parity recipe's model (its miniature: a Gated DeltaNet and a softmax layer, each with a
+    MoE block), with parity and the stock comparison."""
+    from longctx.commands.probe import main
+
+    out = tmp_path / "probe.json"
+    code = main([RECIPE, "--json", str(out), "--parity", "--compare-stock", *flags])
+    return code, json.loads(out.read_text())
+
+
+def test_probe_at_sp1_isolates_and_the_stock_layers_leak(tmp_path):
+    """In-process at sp=1: no packed document moves another's logits, packed loss and gradients equal the documents
+    one by one; transformers' own Gated DeltaNet (stock) carries state from one packed document into the next."""
+    code, report = probe(tmp_path)
+    assert "[linear-attention] 1 Gated DeltaNet layers" in report["linear_attention"]
+    assert code == 0 and report["leaks"] == [] and report["parity"] == []
+    assert report["stock_leaks"] and any("stock packed sp=1" in f for f in report["stock_parity"])
+
+
+@pytest.mark.distributed
+@pytest.mark.slow  # the default tier probes at sp=1 (above); `python -m longctx probe RECIPE --sp 2 --compare-stock`
+def test_probe_at_sp2_isolates_and_the_stock_layers_leak(tmp_path):
+    code, report = probe(tmp_path, "--sp", "2")
+    assert report["sp"] == 2 and "across sp=2" in report["linear_attention"]
+    assert code == 0 and report["leaks"] == [] and report["parity"] == [], report["leaks"] + report["parity"]
+    assert report["stock_leaks"]
+    assert any(f.startswith("stock unpacked sp=2 vs unpacked sp=1: loss") for f in report["stock_parity"])
