@@ -12,8 +12,9 @@ the SP group's router statistics). Per-step loss, grad norm, the logged aux loss
 sp=1's at the tolerances of tests/test_sp_parity.py and tests/test_moe_router_parity.py. Negative controls (`slow`):
 transformers' own Gated DeltaNet under SP (tests/helpers/stock_linear_attention.py) and each rank's own shard aux
 (tests/helpers/shard_router_aux.py) must each fail the gate. In the default tier: sp=1 and sp=2, and in-process that
-the family's router is the one the exact aux loss records (the stock Gated DeltaNet's leak in-process is in
-tests/test_linear_attention_sp.py, the probe's in tests/test_isolation_probe.py).
+the family's router is the one the exact aux loss records and that the probe and the rehearsal build the snapshot in
+miniature (the stock Gated DeltaNet's leak in-process is in tests/test_linear_attention_sp.py); the leak probe on
+this recipe at sp=1 and 2 is `slow`.
 """
 
 import json
@@ -23,6 +24,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe
 
+from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.training.layers.router_aux import recorded_router_logits, router_class, router_sums
 from tests.helpers.run_cache import run_cache
 from tests.test_moe_router_parity import aux_mismatches
@@ -61,6 +63,22 @@ def test_the_exact_aux_loss_records_this_familys_router():
     assert torch.allclose(experts * torch.sum(counts / rows * probs / rows), whole, rtol=1e-6)
     per_half = [experts * torch.sum(c / r * p / r) for c, p, r in halves]
     assert abs(sum(per_half) / 2 - whole) > 1e-4  # a shard's own aux is another number
+
+
+def test_the_probe_and_the_rehearsal_build_the_snapshot_in_miniature():
+    """Qwen3.5-35B-A3B has no dense MLP width (`intermediate_size`), a shared expert and 256 experts: the miniature
+    the probe and the rehearsal build (longctx/miniature.py) keeps the 3:1 layer pattern, 8 experts with half of them
+    routed, and the shared expert's width equal to a routed expert's as in the real model; transformers builds it."""
+    from longctx.miniature import miniature_config
+
+    config = json.loads((ARCHITECTURES_DIR / "Qwen/Qwen3.5-35B-A3B/config.json").read_text())
+    mini = miniature_config(config, 2, 256)
+    assert mini["model_type"] == "qwen3_5_moe_text" and "intermediate_size" not in mini
+    assert mini["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+    assert (mini["num_experts"], mini["num_experts_per_tok"]) == (8, 4)
+    assert mini["shared_expert_intermediate_size"] == mini["moe_intermediate_size"]
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**mini))
+    assert type(model) is modeling_qwen3_5_moe.Qwen3_5MoeForCausalLM
 
 
 @pytest.mark.distributed
@@ -111,6 +129,7 @@ def probe(tmp_path, *flags) -> tuple[int, dict]:
     return code, json.loads(out.read_text())
 
 
+@pytest.mark.slow  # ~2x the Qwen3.5 probe's time in the unit lane; in-process isolation: test_linear_attention_sp.py
 def test_probe_at_sp1_isolates_and_the_stock_layers_leak(tmp_path):
     """In-process at sp=1: no packed document moves another's logits, packed loss and gradients equal the documents
     one by one; transformers' own Gated DeltaNet (stock) carries state from one packed document into the next."""
@@ -121,7 +140,7 @@ def test_probe_at_sp1_isolates_and_the_stock_layers_leak(tmp_path):
 
 
 @pytest.mark.distributed
-@pytest.mark.slow  # the default tier probes at sp=1 (above); `python -m longctx probe RECIPE --sp 2 --compare-stock`
+@pytest.mark.slow  # `python -m longctx probe tests/recipes/qwen35-moe-parity.yaml --sp 2 --compare-stock`
 def test_probe_at_sp2_isolates_and_the_stock_layers_leak(tmp_path):
     code, report = probe(tmp_path, "--sp", "2")
     assert report["sp"] == 2 and "across sp=2" in report["linear_attention"]
