@@ -26,12 +26,15 @@ def scaled_heads(config: dict, sp: int) -> tuple[int, int]:
     return heads // kv * kv_mini, kv_mini
 
 
-def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids: dict | None = None) -> dict:
+def miniature_config(
+    config: dict, sp: int = 1, vocab_size: int = 256, token_ids: dict | None = None, ulysses: int | None = None
+) -> dict:
     """The model's config.json (as a dict) at tiny size for a run at `sp`, with the given vocabulary and special
-    token ids (none by default: random token ids, no tokenizer)."""
+    token ids (none by default: random token ids, no tokenizer). Attention heads scale with `ulysses` (U of a hybrid
+    sp = U x R, what they split over) when given; linear-attention heads with sp, which they split over either way."""
     config = text_config(config)
     mini = dict(config)
-    heads, kv = scaled_heads(config, sp)
+    heads, kv = scaled_heads(config, ulysses or sp)
     real_head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
     mini.update(
         num_hidden_layers=LAYERS,

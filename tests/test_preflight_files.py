@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from longctx.preflight.checks.files import DEEPSPEED_TOP_KEYS, DEEPSPEED_ZERO_KEYS, PARALLELISM_KEYS
+from longctx.preflight.checks.files import (
+    DEEPSPEED_TOP_KEYS,
+    DEEPSPEED_ZERO_KEYS,
+    OUR_PARALLELISM_KEYS,
+    PARALLELISM_KEYS,
+)
 from tests.helpers import REPO
 from tests.helpers.make import run_make
 
@@ -15,7 +20,7 @@ def test_parallelism_keys_are_accelerates_launch_flags():
     from accelerate.commands import launch
 
     flags = set(re.findall(r'"--(parallelism_config_\w+)"', Path(launch.__file__).read_text()))
-    assert flags == PARALLELISM_KEYS
+    assert flags == PARALLELISM_KEYS - OUR_PARALLELISM_KEYS  # ours: the hybrid SP ring size
 
 
 def test_zero_keys_are_deepspeeds():

@@ -75,6 +75,19 @@ def test_meshes_shrink_keeping_their_structure():
     assert mesh(8, 4, 4)[:2] == (2, 2) and mesh(4, 2, 1)[:2] == (2, 2) and mesh(1, 8, 1)[:2] == (1, 4)
 
 
+@pytest.mark.parametrize("name", ["qwen3.5-27b/sft-256k-2x8-u8r2", "llama3.1-8b/sft-2m-4x8-u8r4"])
+def test_a_hybrid_recipe_rehearses_at_u2_r2(name, tmp_path):
+    """Hybrid Ulysses x ring SP recipes (U=8 x R=2 or 4) rehearse on 4 processes at U=2 x R=2: the ring kept; the
+    sp=1 comparison run has none; the miniature's heads scale with U (what they split over)."""
+    from longctx.commands.rehearse import at_sp1
+
+    derived = derive(resolve_recipe(name), tmp_path)
+    assert (derived.sp, derived.ring, derived.ulysses, derived.dp) == (4, 2, 2, 1)
+    assert derived.accelerate["parallelism_config"]["parallelism_config_sp_ring_size"] == 2
+    assert any("Ulysses 8 x ring" in note and "-> Ulysses 2 x ring 2" in note for note in derived.changes)
+    assert "parallelism_config_sp_ring_size" not in at_sp1(derived, tmp_path).accelerate["parallelism_config"]
+
+
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-4B"])
 def test_the_miniature_architecture_keeps_ratio_rope_and_ties(model):
     config = json.loads((ARCHITECTURES_DIR / model / "config.json").read_text())

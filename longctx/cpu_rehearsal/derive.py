@@ -26,6 +26,11 @@ class Derived:
     sp: int
     dp: int
     changes: list[str] = field(default_factory=list)
+    ring: int = 1  # R of a hybrid sp = U x R (longctx/training/sequence_parallel/); 1: Ulysses
+
+    @property
+    def ulysses(self) -> int:
+        return self.sp // self.ring
 
 
 def mesh(sp: int, dp: int, machines: int) -> tuple[int, int, list[str]]:
@@ -48,7 +53,19 @@ def mesh(sp: int, dp: int, machines: int) -> tuple[int, int, list[str]]:
     return new_sp, new_dp, notes
 
 
-def derive_accelerate(raw: dict, sp: int, dp: int, ds_path: Path | None) -> dict:
+def ring_mesh(ulysses: int, ring: int, sp: int) -> tuple[int, list[str]]:
+    """R of the rehearsal's sp: a recipe with a ring keeps one (R >= 2) and Ulysses groups of at most 2, so a
+    4-process rehearsal of any hybrid recipe runs U=2 x R=2 (a pure ring stays pure: U=1 x R=sp)."""
+    if ring == 1 or sp == 1:
+        return 1, []
+    new_ulysses = min(ulysses, max(sp // 2, 1))
+    new_ring = sp // new_ulysses
+    if (new_ulysses, new_ring) == (ulysses, ring):
+        return ring, []
+    return new_ring, [f"mesh: Ulysses {ulysses} x ring {ring} -> Ulysses {new_ulysses} x ring {new_ring}"]
+
+
+def derive_accelerate(raw: dict, sp: int, dp: int, ds_path: Path | None, ring: int = 1) -> dict:
     out = {k: v for k, v in raw.items() if k not in ("main_process_ip", "main_process_port")}
     out.update(num_machines=1, machine_rank=0, num_processes=sp * dp, use_cpu=False)
     pc = dict(out.get("parallelism_config") or {})
@@ -58,6 +75,9 @@ def derive_accelerate(raw: dict, sp: int, dp: int, ds_path: Path | None) -> dict
         parallelism_config_dp_replicate_size=1,
         parallelism_config_sp_attn_implementation="sdpa",
     )
+    pc.pop("parallelism_config_sp_ring_size", None)
+    if ring > 1:
+        pc["parallelism_config_sp_ring_size"] = ring
     out["parallelism_config"] = pc
     if ds_path is not None:
         out["deepspeed_config"] = {**out["deepspeed_config"], "deepspeed_config_file": str(ds_path)}
@@ -150,10 +170,12 @@ def derive(recipe_path: Path, work: Path, overrides: dict | None = None) -> Deri
     accel = load_yaml_mapping(accel_path)
     topo = read_topology(accel_path)
     sp, dp, notes = mesh(topo.sp_size, topo.world_size // topo.sp_size, topo.num_machines)
+    ring, ring_notes = ring_mesh(topo.sp_ulysses_size, topo.sp_ring_size, sp)
+    notes += ring_notes
     ds = None
     if topo.distributed_type == "DEEPSPEED":
         ds, ds_notes = derive_deepspeed(json.loads(repo_path(topo.deepspeed_config_file).read_text()))
         notes += ds_notes
     recipe, recipe_notes = derive_recipe(raw, work, sp)
-    accelerate = derive_accelerate(accel, sp, dp, work / "deepspeed.json" if ds is not None else None)
-    return Derived(recipe, accelerate, ds, sp, dp, notes + recipe_notes)
+    accelerate = derive_accelerate(accel, sp, dp, work / "deepspeed.json" if ds is not None else None, ring)
+    return Derived(recipe, accelerate, ds, sp, dp, notes + recipe_notes, ring)

@@ -86,8 +86,11 @@ def token_ids(tokenizer) -> dict:
     }
 
 
-def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe_model: str, template) -> list[str]:
-    """Write the miniature's config.json and tokenizer into `folder`; returns what differs from the real model."""
+def write_model(
+    folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe_model: str, template, ulysses: int | None = None
+) -> list[str]:
+    """Write the miniature's config.json and tokenizer into `folder`; returns what differs from the real model.
+    `ulysses`: U of a hybrid sp = U x R, which the attention heads split over (sp without a ring)."""
     from transformers import AutoTokenizer
 
     config = text_config(json.loads((snapshot / "config.json").read_text()))
@@ -100,7 +103,7 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
         ids = f"bos={tokenizer.bos_token}, eos={tokenizer.eos_token}, pad={tokenizer.pad_token}"
         line = f"tokenizer: {recipe_model}'s is not on disk; a {len(tokenizer)}-token BPE stands in with its special "
         notes = [line + f"tokens ({ids}) and stock chat template (the recipe's chat_template_path replaces it)"]
-    mini = miniature_config(config, sp, len(tokenizer), token_ids(tokenizer))
+    mini = miniature_config(config, sp, len(tokenizer), token_ids(tokenizer), ulysses=ulysses)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(mini, indent=2) + "\n")
     tokenizer.save_pretrained(folder)

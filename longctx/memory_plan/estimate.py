@@ -96,6 +96,7 @@ def estimate(
     pin_memory: bool = True,
     sub_group_size: float = DEFAULT_SUB_GROUP,
     selective_ckpt: bool = False,
+    ring: int = 1,
 ) -> MemoryPlan:
     """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
 
@@ -106,11 +107,12 @@ def estimate(
     `linear_kernel`: the Gated DeltaNet recurrence of hybrid models, `fla` (GPU) or `reference` (torch's).
     `pin_memory`, `sub_group_size`: DeepSpeed's offload settings, for the host terms (longctx/memory_plan/host.py).
     `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
+    `ring`: R of hybrid SP (sp = U x R): attention holds seq / R tokens of H / U heads, plus the ring's buffers.
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
     mixers = (
-        terms.attention(arch, micro_batch * seq_len, sp, attention) if arch.linear_layers < arch.layers else 0.0,
+        terms.attention(arch, micro_batch * seq_len, sp, attention, ring) if arch.linear_layers < arch.layers else 0.0,
         linear_attention.working_set(arch.linear, micro_batch * seq_len, sp, linear_kernel) if arch.linear else 0.0,
     )
     layer = (

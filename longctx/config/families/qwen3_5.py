@@ -22,7 +22,11 @@ QWEN3_5 = Family(
     model_types=("qwen3_5", "qwen3_5_text"),
     layer_types=(GATED_DELTANET, FULL_ATTENTION),
     snapshots=("Qwen/Qwen3.5-27B",),
-    recipes=(("qwen3.5-27b-256k", "qwen3.5-27b/sft-256k-sp8"), ("qwen3.5-27b-lora-256k", "qwen3.5-27b/lora-256k-sp8")),
+    recipes=(
+        ("qwen3.5-27b-256k", "qwen3.5-27b/sft-256k-sp8"),
+        ("qwen3.5-27b-256k-2x8", "qwen3.5-27b/sft-256k-2x8-u8r2"),
+        ("qwen3.5-27b-lora-256k", "qwen3.5-27b/lora-256k-sp8"),
+    ),
     training_template="recipes/assets/chat_templates/qwen3.5-training.jinja",
     stand_in_tokens=QWEN3_5_TOKENS,
     gated_attention=True,

@@ -1,8 +1,10 @@
 """Attention: the FlashAttention build a recipe asks for is importable where it will run; sinks have a kernel."""
 
 import importlib
+import importlib.util
 
 from longctx.config.problems import Problem, error, warning
+from longctx.config.rules.ring import RING_KEY
 
 # The compiled extension, not the Python package: `flash_attn` imports fine when its CUDA extension was built
 # against another torch, and fails only at the first forward (an undefined C++ symbol of libtorch).
@@ -58,7 +60,24 @@ def sink_problems(launch) -> list[Problem]:
     return [error(launch.source, "attn_implementation", msg, fix)]
 
 
+def ring_kernel_problems(launch) -> list[Problem]:
+    """A GPU recipe with a ring (hybrid Ulysses x ring SP) runs ring-flash-attn over flash-attn's CUDA extension."""
+    topo = launch.topo
+    if topo is None or topo.sp_ring_size == 1 or launch.sft is None or launch.sft.use_cpu:
+        return []
+    found = [module for module in ("ring_flash_attn", "flash_attn_2_cuda") if importlib.util.find_spec(module) is None]
+    if not found:
+        return []
+    msg = f"the ring (parallelism_config_sp_ring_size: {topo.sp_ring_size}) runs on GPUs through ring-flash-attn over "
+    msg += f"flash-attn, and {', '.join(found)} is not installed here"
+    make = error if launch.machine.this_machine else warning
+    return [make(topo.path, RING_KEY, msg, f"install both: {INSTALL_RING}")]
+
+
+INSTALL_RING = "`make install-gpu` (the `gpu` extra: flash-attn==2.8.3.post2, ring-flash-attn==0.1.8)"
+
+
 def check(launch) -> list[Problem]:
     """The kernel rules under SP are longctx/config/rules/sequence.py's; here only what this machine has installed,
-    and the one kernel that applies attention sinks."""
-    return flash_problems(launch) + sink_problems(launch)
+    the one kernel that applies attention sinks, and the ring's GPU kernels."""
+    return flash_problems(launch) + sink_problems(launch) + ring_kernel_problems(launch)

@@ -92,7 +92,8 @@ def record_layout(rows: ShardedRows):
         reference = kwargs.get("input_ids", args[0] if args else None) if reference is None else reference
         uattn = ulysses_attention(module.config)
         sharded = uattn is not None and (module.training or not uattn.disable_in_eval)
-        group = uattn.process_group if sharded else None
+        # the whole SP group, also under hybrid Ulysses x ring SP (training/sequence_parallel/hybrid.py)
+        group = getattr(uattn, "sequence_group", uattn.process_group) if sharded else None
         rows.update(position_ids, tuple(reference.shape[:2]), reference.device, group)
 
     return hook
