@@ -36,7 +36,6 @@ def miniature_config(
     mini = dict(config)
     heads, kv = scaled_heads(config, ulysses or sp)
     real_head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
-    width = config.get("intermediate_size") or config.get("moe_intermediate_size") or 4 * config["hidden_size"]
     mini.update(
         num_hidden_layers=LAYERS,
         hidden_size=HIDDEN,
@@ -47,13 +46,13 @@ def miniature_config(
         use_cache=False,  # training runs without a KV cache (with one, transformers skips its packed-mask path)
         **(token_ids or {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}),
     )
+    if config.get("intermediate_size"):  # a MoE model with experts only (Qwen3.5-MoE) has no dense MLP width
+        mini["intermediate_size"] = round(HIDDEN * config["intermediate_size"] / config["hidden_size"])
     if real_head_dim * int(config["num_attention_heads"]) != config["hidden_size"]:
         # a multiple of 8: torch's grouped_mm (transformers' expert kernels) needs 16-byte strides
         mini["hidden_size"] = 8 * max(
             round(heads * HEAD_DIM * config["hidden_size"] / (real_head_dim * config["num_attention_heads"]) / 8), 1
         )
-    if "intermediate_size" in config:
-        mini["intermediate_size"] = round(HIDDEN * width / config["hidden_size"])
     if isinstance(config.get("layer_types"), list):
         kinds = config["layer_types"]
         mini["num_hidden_layers"] = max(LAYERS, max(kinds.index(k) for k in set(kinds)) + 1)  # every type once
@@ -83,7 +82,8 @@ def per_layer_keys(config: dict, layers: int) -> dict:
 
 def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
     """Mixture of experts at tiny size: at most MAX_EXPERTS experts, top-k at most half of them, each expert's
-    MLP ratio kept, dense layers (`mlp_only_layers`) kept where they fall in the miniature's layers."""
+    (and the shared expert's) MLP ratio kept, dense layers (`mlp_only_layers`) kept where they fall in the
+    miniature's layers."""
     mini = {}
     for key in ("num_experts", "num_local_experts", "n_routed_experts"):
         if config.get(key):
@@ -94,8 +94,9 @@ def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
     for key in ("num_experts_per_tok", "experts_per_token"):
         if config.get(key):
             mini[key] = max(1, min(int(config[key]), experts // 2))
-    if config.get("moe_intermediate_size"):
-        mini["moe_intermediate_size"] = max(1, round(hidden * config["moe_intermediate_size"] / config["hidden_size"]))
+    for key in ("moe_intermediate_size", "shared_expert_intermediate_size"):  # the shared expert: Qwen3.5-MoE
+        if config.get(key):
+            mini[key] = max(1, round(hidden * config[key] / config["hidden_size"]))
     if isinstance(config.get("mlp_only_layers"), list):
         mini["mlp_only_layers"] = [i for i in config["mlp_only_layers"] if i < layers]
     return mini

@@ -33,6 +33,7 @@ CATALOG = {
     "llama3.1-70b/sft-128k-2x8-sp8-dp2",
     "qwen3.5-27b/sft-256k-sp8",
     "qwen3.5-27b/lora-256k-sp8",
+    "qwen3.5-35b-a3b/sft-256k-sp8",
     "qwen3.5-27b/sft-256k-2x8-u8r2",
     "llama3.1-8b/sft-2m-4x8-u8r4",
 }
