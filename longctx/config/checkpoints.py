@@ -79,6 +79,14 @@ def rotation(output_dir: str | Path, keep: int | None, protect: str | Path | Non
     return [path for path in older + stale if path.resolve() != keep_also]
 
 
+def nearest_existing(path: str | Path) -> Path:
+    """`path`, or its nearest ancestor that exists: where a folder about to be written will live."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def write_record(path: str | Path, record: dict) -> None:
     """Write JSON so that `path` holds either nothing or the whole record: a temporary file beside it, flushed
     to disk, renamed over it (atomic on POSIX), then the folder's entry flushed too."""

@@ -10,6 +10,7 @@ from longctx.config.rules import recipe_problems
 from longctx.preflight.checks import (
     attention,
     deepspeed,
+    disk,
     files,
     heads,
     host_fit,
@@ -20,7 +21,7 @@ from longctx.preflight.checks import (
     world,
 )
 
-CHECKS = (files, heads, world, attention, positions, deepspeed, toolchain, trl_limits, memory_fit, host_fit)
+CHECKS = (files, heads, world, attention, positions, deepspeed, toolchain, trl_limits, memory_fit, host_fit, disk)
 
 
 def run_checks(launch) -> list[Problem]:

@@ -23,7 +23,7 @@ import os
 import shutil
 from pathlib import Path
 
-from longctx.config.checkpoints import TOPOLOGY_FILE, latest_checkpoint, rotation, write_record
+from longctx.config.checkpoints import TOPOLOGY_FILE, latest_checkpoint, nearest_existing, rotation, write_record
 from longctx.training.checkpoints.resume import topology_record
 
 SPACE = {errno.ENOSPC, errno.EDQUOT}
@@ -84,20 +84,14 @@ def failure_kind(exc: BaseException, folder: Path) -> str | None:
         seen, depth = seen.__cause__ or seen.__context__, depth + 1
     if "write failed" not in str(exc) and "No space left" not in str(exc):
         return None
-    place = existing_parent(folder)
+    place = nearest_existing(folder)
     if not os.access(place, os.W_OK):
         return "access"
     return "space" if shutil.disk_usage(place).free < GIB else None
 
 
-def existing_parent(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def failure_message(kind: str, exc: BaseException, folder: Path, output_dir: str) -> str:
-    place = existing_parent(folder)
+    place = nearest_existing(folder)
     usage = shutil.disk_usage(place)
     previous = latest_checkpoint(output_dir)
     kept = (
