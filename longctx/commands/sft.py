@@ -110,6 +110,7 @@ def main(argv: list[str]) -> int:
             raise RecipeError(args.recipe, [unknown_recipe_message(args.recipe)])
         accel = accelerate_config_of(resolve_recipe(args.recipe), overrides)
         take_cluster_env(args, accel)
+        machines_flags(args, accel)  # a machine count other than the YAML's is refused before preflight and data
         if not (args.dry_run or args.no_checks):
             from longctx.launch.prepare import prepare_launch
 

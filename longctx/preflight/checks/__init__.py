@@ -16,12 +16,26 @@ from longctx.preflight.checks import (
     host_fit,
     memory_fit,
     positions,
+    staged,
     toolchain,
     trl_limits,
     world,
 )
 
-CHECKS = (files, heads, world, attention, positions, deepspeed, toolchain, trl_limits, memory_fit, host_fit, disk)
+CHECKS = (
+    files,
+    heads,
+    world,
+    attention,
+    positions,
+    deepspeed,
+    toolchain,
+    trl_limits,
+    memory_fit,
+    host_fit,
+    disk,
+    staged,
+)
 
 
 def run_checks(launch) -> list[Problem]:
