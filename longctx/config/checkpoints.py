@@ -7,8 +7,9 @@ the current world size is 2"). Every checkpoint this repository saves carries `t
 The record also holds the run's batch (rows per optimizer step) and schedule horizon: a resume on another
 dp must keep the rows per step, or every resumed step trains other rows, the skip lands elsewhere in the
 data and an epoch-based schedule stretches (`batch_mismatch`).
-A checkpoint is complete when its `topology.json` exists: the trainer writes it last, atomically, after every
-rank's files are on disk (longctx/training/checkpoints/commit.py). `resume_from_checkpoint: auto` resumes the
+A checkpoint is complete when its `topology.json` exists and the mark of a save in progress does not: the trainer
+marks a save as begun before its first file and writes `topology.json` last, atomically, after every rank's files
+are on disk (longctx/training/checkpoints/commit.py). `resume_from_checkpoint: auto` resumes the
 newest complete one or starts fresh; a folder a crash left without the record is never chosen, and the
 rotation that `save_total_limit` asks for (`rotation`) deletes only complete checkpoints older than the newest
 ones it keeps, so the last complete checkpoint survives until a newer one is complete.
@@ -23,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 TOPOLOGY_FILE = "topology.json"
+SAVING_MARK = ".save-in-progress"  # created before a save's first file, removed after its `topology.json`
 UNIVERSAL_LATEST = (
     "latest_universal"  # written by longctx/training/checkpoints/universal.py next to DeepSpeed's `latest`
 )
@@ -46,10 +48,12 @@ def completion_marker(folders: list[tuple[int, Path]]) -> str:
 
 
 def complete_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
-    """The complete `checkpoint-N` folders under output_dir, oldest step first."""
+    """The complete `checkpoint-N` folders under output_dir, oldest step first: holding the completion marker and
+    not the mark of a save in progress (a save this repository began and did not finish, even the very first one
+    of a run, which the Trainer's own last file would otherwise pass)."""
     found = checkpoint_folders(output_dir)
     marker = completion_marker(found)
-    return [(step, path) for step, path in found if (path / marker).is_file()]
+    return [(step, path) for step, path in found if (path / marker).is_file() and not (path / SAVING_MARK).exists()]
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
@@ -87,14 +91,14 @@ def nearest_existing(path: str | Path) -> Path:
     return path
 
 
-def write_record(path: str | Path, record: dict) -> None:
-    """Write JSON so that `path` holds either nothing or the whole record: a temporary file beside it, flushed
-    to disk, renamed over it (atomic on POSIX), then the folder's entry flushed too."""
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write `text` so that `path` holds either its old content or all of the new: a temporary file beside it,
+    flushed to disk, renamed over it (atomic on POSIX), then the folder's entry flushed too."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=2)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -106,6 +110,11 @@ def write_record(path: str | Path, record: dict) -> None:
         os.fsync(folder)
     finally:
         os.close(folder)
+
+
+def write_record(path: str | Path, record: dict) -> None:
+    """A JSON record written atomically (`write_atomically`): the completion mark of a checkpoint."""
+    write_atomically(path, json.dumps(record, indent=2))
 
 
 def auto_resume_line(found: str | None, output_dir: str | Path) -> str:

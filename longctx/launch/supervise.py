@@ -29,6 +29,7 @@ from longctx.config.exit_codes import FAILED, MEANING, NONFINITE, PREEMPTED, SAV
 
 AGENT_SIGNALS = "SIGINT,SIGHUP,SIGQUIT"  # what torchrun's agent still handles itself
 FORWARDED = (signal.SIGTERM, signal.SIGUSR1)
+RUN_STATUSES = (NONFINITE, SAVE_FAILED, PREEMPTED)  # a rank's own account of why it stopped
 ENV_DEFAULTS = {"PET_SIGNALS_TO_HANDLE": AGENT_SIGNALS, "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
 
 
@@ -86,13 +87,14 @@ def died_how(exitcode: int) -> str:
 def root_failure(failures: dict) -> tuple[int, object]:
     """The rank whose failure came first. torchrun stamps failures to the second and, once one rank failed,
     SIGTERMs the others and records them too; within a second, a rank killed by another signal (SIGKILL: the OOM
-    killer) comes first, then one that exited with an error (a survivor fails in its next collective with the
-    dead peer), then one ended by torchrun's SIGTERM; then the lowest rank."""
+    killer) comes first, then one that exited with a status of ours (it says what happened), then one that exited
+    with an error (a survivor fails in its next collective with the dead peer), then one ended by torchrun's
+    SIGTERM; then the lowest rank."""
 
     def order(item):
         rank, failure = item
         code = failure.exitcode
-        cause = 0 if code < 0 and code != -signal.SIGTERM else 1 if code > 0 else 2
+        cause = 0 if code < 0 and code != -signal.SIGTERM else 1 if code in RUN_STATUSES else 2 if code > 0 else 3
         return failure.timestamp, cause, rank
 
     return min(failures.items(), key=order)

@@ -14,6 +14,7 @@ from trl import SFTTrainer
 from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.attention.isolation import keep_packed_positions, require_position_ids
 from longctx.training.checkpoints.commit import (
+    begin,
     checkpoint_dir,
     commit,
     explained_save_failures,
@@ -125,10 +126,11 @@ class LongContextSFTTrainer(SFTTrainer):
     # ---- saving
 
     def _save_checkpoint(self, model, trial):
-        """Atomic (longctx/training/checkpoints/commit.py): upstream's save with its rotation off, the commit mark
-        once every rank's files are written, then the rotation; a failure for space or permission says so."""
+        """Atomic (longctx/training/checkpoints/commit.py): marked in progress, upstream's save with its rotation off,
+        the commit mark once every rank's files are written, then the rotation; space or permission failures say so."""
         folder = checkpoint_dir(self)
         with explained_save_failures(folder, self.args.output_dir):
+            begin(self, folder)
             with upstream_rotation_off(self.args):
                 super()._save_checkpoint(model, trial)
             commit(self, folder)

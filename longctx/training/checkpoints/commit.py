@@ -6,9 +6,12 @@ before anything marks the new folder complete. A crash after that deletion and b
 leaves nothing to resume (with `save_total_limit: 1`, no checkpoint at all). The trainer's `_save_checkpoint`
 (longctx/training/trainer.py) runs upstream's save with that rotation off, then:
 
+0. `begin`: rank 0 marks the folder as a save in progress (`.save-in-progress`) before upstream writes anything,
+   so even a run's first checkpoint, whose Trainer files may all be there when a crash comes, is never resumed;
 1. `commit`: each node flushes its writes to disk (`os.sync`), every rank waits for all (every rank's files are
-   written), and rank 0 writes `topology.json` atomically (longctx/config/checkpoints.py `write_record`): the one
-   mark of a complete checkpoint, which `resume_from_checkpoint: auto` and `true` and the resume checks read;
+   written), and rank 0 writes `topology.json` atomically (longctx/config/checkpoints.py `write_record`), then
+   removes the in-progress mark: a complete checkpoint, which `resume_from_checkpoint: auto` and `true` and the
+   resume checks read;
 2. `rotate`: only then does rank 0 delete older checkpoints, complete ones beyond the newest `save_total_limit`
    and interrupted ones older than the newest complete one (longctx/config/checkpoints.py `rotation`). So the disk
    holds up to save_total_limit + 1 checkpoints while one is written, which preflight's disk check plans for.
@@ -23,7 +26,14 @@ import os
 import shutil
 from pathlib import Path
 
-from longctx.config.checkpoints import TOPOLOGY_FILE, latest_checkpoint, nearest_existing, rotation, write_record
+from longctx.config.checkpoints import (
+    SAVING_MARK,
+    TOPOLOGY_FILE,
+    latest_checkpoint,
+    nearest_existing,
+    rotation,
+    write_record,
+)
 from longctx.training.checkpoints.resume import topology_record
 
 SPACE = {errno.ENOSPC, errno.EDQUOT}
@@ -50,6 +60,13 @@ def upstream_rotation_off(args):
         args.save_total_limit = limit
 
 
+def begin(trainer, folder: Path) -> None:
+    """Mark `folder` as a save in progress before any file of it is written (on the rank that saves)."""
+    if trainer.args.should_save:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SAVING_MARK).touch()
+
+
 def commit(trainer, folder: Path) -> None:
     """Mark `folder` complete once every rank's files are on disk (see the module docstring)."""
     acc = trainer.accelerator
@@ -59,6 +76,7 @@ def commit(trainer, folder: Path) -> None:
     if trainer.args.should_save:
         record = topology_record(acc, trainer.recipe.config_source, trainer.args, trainer.state)
         write_record(folder / TOPOLOGY_FILE, record)
+        (folder / SAVING_MARK).unlink(missing_ok=True)
 
 
 def rotate(trainer) -> list[Path]:
