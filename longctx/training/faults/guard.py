@@ -139,10 +139,10 @@ def train_to_outcome(trainer, resume_from_checkpoint) -> int | None:
         trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     except NonFiniteStop as exc:
         if acc.is_main_process:
-            print(f"error: [non-finite] {exc}", file=sys.stderr, flush=True)
+            print(f"\nerror: [non-finite] {exc}", file=sys.stderr, flush=True)  # a new line: after a progress bar
         return NONFINITE
     except CheckpointSaveError as exc:
-        print(f"error: [checkpoint] rank {acc.process_index}: {exc}", file=sys.stderr, flush=True)
+        print(f"\nerror: [checkpoint] rank {acc.process_index}: {exc}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(SAVE_FAILED)
     step = trainer.run_guard.preempted_at
