@@ -207,8 +207,9 @@ def test_skip_goes_on_only_where_the_optimizer_discarded_the_update(tmp_path):
     guard.on_step_end(args, state, control, optimizer=SimpleNamespace(step_was_skipped=True))
     assert guard.skipped == 1 and "its update was discarded (on_nonfinite: skip)" in guard.trainer.accelerator.lines[0]
     logs = {"loss": 1.0}
+    state.log_history.append({**logs, "step": state.global_step})  # what Trainer.log does before on_log
     guard.on_log(args, state, control, logs=logs)
-    assert logs["nonfinite_skipped"] == 1
+    assert logs["nonfinite_skipped"] == 1 and state.log_history[-1]["nonfinite_skipped"] == 1
     guard.see_loss(torch.tensor(float("nan")))
     with pytest.raises(NonFiniteStop, match="the optimizer applied the update"):
         guard.on_step_end(args, state, control, optimizer=SimpleNamespace(step_was_skipped=False))
@@ -321,11 +322,14 @@ def test_the_launch_passes_the_pet_environment_to_accelerate(cluster, capsys):
     from longctx.commands.sft import main
 
     pet = {"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "10.0.0.1", "PET_MASTER_PORT": "29500"}
-    for name, value in pet.items():
+    per_pod = {"WORLD_SIZE": "16", "RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}  # set too
+    for name, value in {**pet, **per_pod}.items():
         cluster.setenv(name, value)
     assert main([TWO_NODES, "--dry-run"]) == 0
     line = capsys.readouterr().out
     assert "--num_machines 2 --machine_rank 1 --main_process_ip 10.0.0.1 --main_process_port 29500" in line
+    # consumed: left in the launcher, preflight's TrainingArguments would join a process group of WORLD_SIZE and wait
+    assert not {*pet, *per_pod} & set(os.environ)
 
 
 def test_a_two_node_recipe_at_one_node_is_refused_with_the_reason(cluster, capsys):

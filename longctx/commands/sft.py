@@ -17,7 +17,7 @@ from longctx.config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_messa
 from longctx.config.recipe import RecipeError, exit_on_recipe_error
 from longctx.config.topology import ConfigError, read_topology
 from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port, replace_process, supervised
-from longctx.launch.cluster_env import cluster_machines
+from longctx.launch.cluster_env import cluster_machines, consume
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -53,6 +53,7 @@ def take_cluster_env(args, accel: str) -> None:
         raise RecipeError(accel, [f"the cluster environment: {exc}"]) from None
     if cluster is None:
         return
+    consume()  # as flags from here on (the launcher's own preflight would otherwise join a process group)
     if args.num_machines is None:
         args.num_machines, args.machines_from = cluster.num_machines, cluster.said()
     if args.machine_rank is None:

@@ -44,6 +44,16 @@ def _count(env, name: str, default: str | None = None) -> int | None:
         raise ValueError(f"{name}={text!r} is not a whole number") from None
 
 
+def consume(env=None) -> None:
+    """Remove the machine-level variables once read: in the launcher they describe machines, not its processes, yet
+    anything that parses training arguments here (preflight's TrainingArguments, through accelerate's state) would
+    take WORLD_SIZE/RANK/MASTER_ADDR for a process group to join and wait for the other pods; torchrun sets each
+    rank's own."""
+    env = os.environ if env is None else env
+    for name in PET + PER_POD:
+        env.pop(name, None)
+
+
 def cluster_machines(env=None) -> ClusterMachines | None:
     """The machine count, this machine's rank and the rendezvous from the environment; None when it states none.
 

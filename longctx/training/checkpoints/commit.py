@@ -90,8 +90,9 @@ def rotate(trainer) -> list[Path]:
 
 
 def failure_kind(exc: BaseException, folder: Path) -> str | None:
-    """ "space", "access" or None: from the errno in the exception's chain, or (torch's zip writer says only
-    "file write failed") from the filesystem itself."""
+    """ "space", "access" or None: from the errno in the exception's chain, else from the filesystem itself (torch's
+    zip writer reports a full disk as "unexpected pos 128 vs 0" or "file write failed", without an errno): a
+    folder this user cannot write, or under 1 GiB free, is what failed the save."""
     seen, depth = exc, 0
     while seen is not None and depth < 8:
         code = getattr(seen, "errno", None)
@@ -100,8 +101,6 @@ def failure_kind(exc: BaseException, folder: Path) -> str | None:
         if code in ACCESS:
             return "access"
         seen, depth = seen.__cause__ or seen.__context__, depth + 1
-    if "write failed" not in str(exc) and "No space left" not in str(exc):
-        return None
     place = nearest_existing(folder)
     if not os.access(place, os.W_OK):
         return "access"

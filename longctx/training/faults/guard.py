@@ -104,8 +104,13 @@ class RunGuard(TrainerCallback):
         raise NonFiniteStop(stop_message(args, state.global_step, what, discarded, self.policy))
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.skipped and logs is not None and "loss" in logs:  # the same dict the log history holds
-            logs["nonfinite_skipped"] = self.skipped
+        """The count of skipped steps beside the loss: for the loggers that follow (`logs`) and in the log history
+        (the Trainer appended a copy of `logs` to it just before)."""
+        if not self.skipped or logs is None or "loss" not in logs:
+            return
+        logs["nonfinite_skipped"] = self.skipped
+        if state.log_history and state.log_history[-1].get("step") == state.global_step:
+            state.log_history[-1]["nonfinite_skipped"] = self.skipped
 
 
 def stop_message(args, step: int, what: list[str], discarded: bool, policy: str) -> str:
