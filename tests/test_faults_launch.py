@@ -19,6 +19,7 @@ manifest's command and environment as two pods on one host, and the world-size-1
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from longctx.config.exit_codes import FAILED, NONFINITE, PREEMPTED, SAVE_FAILED
 from longctx.launch.accelerate_launch import free_port
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.checkpoint_size import checkpoint_bytes
-from tests.helpers import REPO, offline_env
+from tests.helpers import REPO
 from tests.helpers.launch import assert_ok, log_history
 from tests.helpers.resume_runs import RECIPE, computed_steps, fingerprints, launch_resume, losses
 
@@ -249,7 +250,7 @@ def test_the_pytorchjob_environment_of_two_pods_on_one_host_starts_a_two_node_me
     port, out = free_port(), tmp_path / "out"
     pods = []
     for rank in (0, 1):
-        env = offline_env(**pod_environment(job, rank, port), PYTHONPATH=str(REPO))
+        env = {**os.environ, **pod_environment(job, rank, port), "PYTHONPATH": str(REPO)}  # offline: conftest
         log = open(tmp_path / f"pod{rank}.log", "w+")  # noqa: SIM115 - closed below
         pods.append(
             (subprocess.Popen(pod_command(job, out), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT), log)
@@ -270,7 +271,7 @@ def test_the_pytorchjob_environment_of_two_pods_on_one_host_starts_a_two_node_me
 @pytest.mark.slow
 def test_a_two_node_recipe_at_world_size_1_is_refused_with_the_reason(tmp_path):
     job = yaml.safe_load(MANIFEST.read_text())
-    env = offline_env(**{**pod_environment(job, 0, free_port()), "PET_NNODES": "1"}, PYTHONPATH=str(REPO))
+    env = {**os.environ, **pod_environment(job, 0, free_port()), "PET_NNODES": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         pod_command(job, tmp_path / "out"), cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
     )
