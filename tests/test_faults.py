@@ -131,6 +131,37 @@ def test_the_completion_mark_is_whole_or_absent(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == [TOPOLOGY_FILE]  # no temporary file left
 
 
+def test_a_crash_in_the_middle_of_a_universal_conversion_leaves_nothing_a_resume_would_load(tmp_path, monkeypatch):
+    """DeepSpeed's converter stood in for (it writes its output folder, then `latest_universal` beside it): killed
+    half-way, no `latest_universal` names a folder; the next conversion completes and names the renamed folder."""
+    from deepspeed.checkpoint import ds_to_universal
+
+    from longctx.config.checkpoints import UNIVERSAL_LATEST
+    from longctx.training.checkpoints.universal import convert
+
+    folder = checkpoint(tmp_path, 3)
+    (folder / "latest").write_text("global_step3")
+
+    def crashed(args):
+        Path(args.output_folder, "zero").mkdir(parents=True)
+        raise KeyboardInterrupt  # the process dies here
+
+    def converter(args):
+        Path(args.output_folder, "zero").mkdir(parents=True)
+        Path(args.output_folder, "zero", "optimizer_state.pt").write_text("merged")
+        Path(args.output_folder).parent.joinpath(UNIVERSAL_LATEST).write_text(Path(args.output_folder).name)
+
+    monkeypatch.setattr(ds_to_universal, "main", crashed)
+    with pytest.raises(KeyboardInterrupt):
+        convert(folder)
+    assert not (folder / UNIVERSAL_LATEST).exists() and not (folder / "global_step3_universal").exists()
+    monkeypatch.setattr(ds_to_universal, "main", converter)
+    assert convert(folder) == folder / "global_step3_universal"
+    assert (folder / UNIVERSAL_LATEST).read_text() == "global_step3_universal"
+    assert (folder / "global_step3_universal" / "zero" / "optimizer_state.pt").read_text() == "merged"
+    assert not (folder / ".universal-staging").exists()
+
+
 # ---- the run guard (preemption and non-finite numbers), on one process
 
 

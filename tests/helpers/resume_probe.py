@@ -21,6 +21,7 @@ import os
 import runpy
 import signal
 import sys
+import time
 from pathlib import Path
 
 import trl
@@ -32,7 +33,7 @@ def probed_training_step(self, model, inputs, *args, **kwargs):
     rank = int(os.environ.get("RANK", "0"))
     step = self.state.global_step + 1
     if os.environ.get("PROBE_KILL_STEP") == str(step) and os.environ.get("PROBE_KILL_RANK") == str(rank):
-        print(f"[probe] rank {rank} kills itself at step {step}", file=sys.stderr, flush=True)
+        print(f"[probe] rank {rank} kills itself at step {step} (t={time.time():.3f})", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     if os.environ.get("PROBE_DIR"):
         ids = inputs["input_ids"].detach().cpu().contiguous()
