@@ -26,13 +26,14 @@ from pathlib import Path
 
 import pytest
 
+from longctx import cli
 from tests.helpers import REPO
 from tests.helpers.make import run_make
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
 DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]
 STARTS = ("make ", "python ", ".venv/bin/python ", "accelerate launch ", "sbatch ", "pytest ", "benchmarks/")
-SUBCOMMANDS = ("sft", "data", "validate", "plan", "probe", "rehearse", "eval")
+SUBCOMMANDS = tuple(cli.SUBCOMMANDS)  # every `python -m longctx SUBCOMMAND`, as the CLI lists them
 # whose flags FLAGS holds, per make target: the target's `python -m longctx` subcommand, or the ladder's script
 FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {
     "gpu-ladder": "benchmarks/gpu_memory_ladder.py",

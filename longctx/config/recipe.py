@@ -137,6 +137,14 @@ class RecipeArguments(_script_arguments_base()):
             "(longctx/training/attention/isolation.py)."
         },
     )
+    on_nonfinite: Literal["stop", "skip"] = field(
+        default="stop",
+        metadata={
+            "help": "A step whose loss or gradient norm is NaN or Inf on any rank: `stop` the run there, naming the "
+            "step, the rank and the last good checkpoint (exit 3), or `skip` its update and go on, counted in the "
+            "log as `nonfinite_skipped` (longctx/training/faults/guard.py). Never trains on such a step."
+        },
+    )
 
 
 def make_parser():

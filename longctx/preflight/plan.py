@@ -135,6 +135,17 @@ def host_lines(data: dict) -> list[str]:
     return lines + [f"  {'host total':<22} {data['host_per_node_gib']:8.2f}"]
 
 
+def disk_lines(launch) -> list[str]:
+    """What the run's checkpoints take on disk at a save's peak (longctx/memory_plan/checkpoint_size.py)."""
+    from longctx.memory_plan.arch import Arch
+    from longctx.memory_plan.checkpoint_size import disk_plan
+
+    zero = int(((launch.ds or {}).get("zero_optimization") or {}).get("stage", 0))
+    lora = int(getattr(launch.model, "lora_r", None) or 16) if launch.model.use_peft else None
+    plan, why = disk_plan(Arch.from_config(launch.facts.config), launch.sft, zero, lora)
+    return [plan.line() if plan else f"checkpoints on disk: unbounded ({why})"]
+
+
 def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
@@ -151,7 +162,7 @@ def plan_lines(launch) -> list[str]:
     lines += [f"memory per rank (GiB), {launch.facts.source}, features on: {', '.join(on) or 'none'}"]
     lines += [f"  {name:<16} {value:8.2f}" for name, value in data["components_gib"].items()]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU"]
-    lines += host_lines(data)
+    lines += host_lines(data) + disk_lines(launch)
     if launch.sft.use_cpu:
         return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
     assumed = f" (assumed {DEFAULT_GB:.0f} GB GPU: pass --gpu-memory-gb)" if data["gpu_memory_assumed"] else ""

@@ -195,5 +195,5 @@ def use_ring(ring_size: int, isolate: bool = True) -> None:
         upstream = UlyssesSPAttentionHF.register_with_transformers.__func__
         _config["upstream"] = upstream
         register_hybrid.__wrapped__ = upstream
-        # registered in longctx/training/patches.py
+        # registered in longctx/training/patches/registry.py
         UlyssesSPAttentionHF.register_with_transformers = classmethod(register_hybrid)
