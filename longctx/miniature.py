@@ -55,8 +55,8 @@ def miniature_config(
         )
     if isinstance(config.get("layer_types"), list):
         kinds = config["layer_types"]
-        layers = max(LAYERS, max(kinds.index(k) for k in set(kinds)) + 1)  # every layer type at least once
-        mini.update(layer_types=kinds[:layers], num_hidden_layers=layers)
+        mini["num_hidden_layers"] = max(LAYERS, max(kinds.index(k) for k in set(kinds)) + 1)  # every type once
+    mini.update(per_layer_keys(config, mini["num_hidden_layers"]))
     if config.get("linear_num_key_heads"):  # Gated DeltaNet: sp key heads (one a rank), the value/key ratio kept
         ratio = int(config["linear_num_value_heads"]) // int(config["linear_num_key_heads"])
         mini.update(linear_num_key_heads=sp, linear_num_value_heads=ratio * sp)
@@ -68,12 +68,24 @@ def miniature_config(
     return mini
 
 
+def per_layer_keys(config: dict, layers: int) -> dict:
+    """Every per-layer setting cut to the miniature's first `layers` layers: lists with one entry a layer
+    (`layer_types`, `mlp_layer_types`, `no_rope_layers`, ...) and mappings keyed by layer index (Gemma 4's
+    `per_layer_config`), so the config class accepts the miniature as it accepts the real model."""
+    real = int(config["num_hidden_layers"])
+    cut = {key: value[:layers] for key, value in config.items() if isinstance(value, list) and len(value) == real}
+    for key, value in config.items():
+        if isinstance(value, dict) and value and all(str(k).isdigit() and int(k) < real for k in value):
+            cut[key] = {k: v for k, v in value.items() if int(k) < layers}
+    return cut
+
+
 def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
     """Mixture of experts at tiny size: at most MAX_EXPERTS experts, top-k at most half of them, each expert's
     (and the shared expert's) MLP ratio kept, dense layers (`mlp_only_layers`) kept where they fall in the
     miniature's layers."""
     mini = {}
-    for key in ("num_experts", "num_local_experts"):
+    for key in ("num_experts", "num_local_experts", "n_routed_experts"):
         if config.get(key):
             mini[key] = min(int(config[key]), MAX_EXPERTS)
     if not mini:

@@ -7,7 +7,8 @@ Recipe overrides after `--` apply to the real recipe before it is shrunk, except
 itself (its size, folders and what a CPU cannot run: `SET_BY_REHEARSAL`), which are refused.
 
 Prints what it changed from the real recipe, then runs preflight, data preparation, training with a
-checkpoint, a resume from it, loading the saved model back and a first-step loss comparison with sp=1.
+checkpoint, a resume from it, loading the saved model back and a comparison with sp=1 (every step's loss and grad
+norm; the check of a model type no family row proves: docs/adding-a-model.md).
 Exit 0 when every step passed, 1 when one failed (its output tail is shown), 2 for an unknown recipe.
 """
 
@@ -59,7 +60,8 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     stock = stock_template(name)
     template_path = resolve_chat_template(raw.get("chat_template_path"))
     template = stock[0] if stock else (template_path.read_text() if template_path else None)
-    return write_model(work / "model", snapshot, derived.sp, corpus, name, template, derived.ulysses)
+    sensitive = bool(derived.recipe.get("allow_unproven_attention"))  # the rehearsal is the model's SP check
+    return write_model(work / "model", snapshot, derived.sp, corpus, name, template, derived.ulysses, sensitive)
 
 
 def override_problems(overrides: dict) -> list[str]:

@@ -121,6 +121,14 @@ class RecipeArguments(_script_arguments_base()):
         },
     )
     retrieval_eval_samples: int = field(default=2, metadata={"help": "Examples per cell of that slice (6 cells)."})
+    allow_unproven_attention: bool = field(
+        default=False,
+        metadata={
+            "help": "Under SP, warn instead of refusing a model type, layer type or attention implementation the "
+            "model-family registry does not prove exact (longctx/config/rules/attention_patterns.py). The CPU "
+            "rehearsal sets it to compare sp=1 with sp=2 on a model without a proven row; a real run should not."
+        },
+    )
     allow_cross_document_attention: bool = field(
         default=False,
         metadata={

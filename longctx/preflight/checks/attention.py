@@ -47,17 +47,30 @@ def flash_problems(launch) -> list[Problem]:
 
 
 def sink_problems(launch) -> list[Problem]:
-    """gpt-oss's sinks are honoured under SP only by `sdpa` (longctx/training/attention/sinks.py): eager is refused by
-    DeepSpeed's Ulysses wrapper, flex refuses sinks on CPU, FlashAttention 2 has no sink argument."""
+    """gpt-oss's sinks: refused only where an implementation would not apply them, with the true reason.
+
+    At sp=1 transformers applies them in every implementation it runs for gpt-oss: eager and flex in its own code,
+    sdpa through longctx/training/attention/sinks.py, and for flash_attention_2/3 it loads the Hub kernel
+    kernels-community/vllm-flash-attn3 in their place (gpt-oss's `_compatible_flash_implementations`), which takes
+    them. Except flex on a CPU, where transformers raises at the first forward (no log-sum-exp there). Under SP
+    only sdpa is exact: eager and flex are refused by longctx/config/rules/sequence.py (DeepSpeed's Ulysses wraps
+    neither), the flash kernels by the attention-pattern gate (longctx/config/rules/attention_patterns.py: not
+    proven), so nothing is said twice here."""
     facts, attn = launch.facts, launch.model.attn_implementation
-    if facts is None or not facts.has_sinks or attn == "sdpa":
+    if facts is None or not facts.has_sinks or launch.topo is None or launch.topo.sp_size > 1:
         return []
-    msg = f"{facts.config.get('model_type')} has a learned attention sink per head, which {attn} does not apply"
-    fix = (
-        "set `attn_implementation: sdpa` (longctx/training/attention/sinks.py: sinks sliced per SP rank, "
-        "windows per document)"
-    )
-    return [error(launch.source, "attn_implementation", msg, fix)]
+    model_type = facts.config.get("model_type")
+    if attn == "flex_attention" and launch.sft.use_cpu:
+        msg = f"is flex_attention on CPU, where transformers cannot apply {model_type}'s attention sinks (it raises)"
+        return [error(launch.source, "attn_implementation", msg, "set `attn_implementation: sdpa` (or eager)")]
+    if attn in FLASH_MODULES:
+        msg = (
+            f"is {attn}: for {model_type}'s attention sinks transformers loads the Hub kernel "
+            "kernels-community/vllm-flash-attn3 instead (a download; offline it fails), which no test here runs"
+        )
+        fix = "set `attn_implementation: sdpa` (the sink-aware sdpa this repository tests) or eager"
+        return [warning(launch.source, "attn_implementation", msg, fix)]
+    return []
 
 
 def ring_kernel_problems(launch) -> list[Problem]:
