@@ -32,7 +32,7 @@ help:
 	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
 	@echo "make lint | format                                           ruff check + format check | apply ruff"
-	@echo "make install | install-gpu                                   .venv with pinned deps (| plus flash-attn, flash-linear-attention)"
+	@echo "make install | install-gpu                                   .venv with pinned deps (| plus flash-attn, fla, ring-flash-attn)"
 	@echo "make wheels [WHEEL_PYTHON=3.12]                              wheels of every pin but torch, to carry to a GPU node"
 	@echo "make install-node [NODE_PYTHON=python3] [WHEELS=wheels]      a venv on a GPU node that keeps the node's own torch"
 	@echo "make data [RECIPE=..] [FLAGS=--force]                        prepare (tokenize, pack, pad) the recipe's dataset"
@@ -105,6 +105,7 @@ install-gpu: $(STAMP)
 	MAX_JOBS=$(FLASH_JOBS) $(PY) -m pip install --no-build-isolation -c constraints.txt -e ".[gpu]"
 	$(PY) -c "import torch, flash_attn_2_cuda; print('flash-attn loads against torch', torch.__version__)"
 	$(PY) -c "from fla.ops.gated_delta_rule import chunk_gated_delta_rule; print('flash-linear-attention loads')"
+	$(PY) -c "from ring_flash_attn import llama3_flash_attn_varlen_func; print('ring-flash-attn loads')"
 	DS_BUILD_CPU_ADAM=1 $(PY) -m pip install -q --no-build-isolation --no-binary deepspeed --no-cache-dir --force-reinstall --no-deps -c constraints.txt deepspeed
 	$(PY) -c "import sys; from deepspeed.git_version_info import installed_ops as ops; print('deepspeed carries its CPU Adam op') if ops.get('cpu_adam') else sys.exit('error: deepspeed was built without its CPU Adam op')"
 

@@ -31,6 +31,10 @@ SUBCOMMANDS = {
     "probe": ("longctx.commands.probe", "prove packed documents stay isolated (exit 1 on a leak)"),
     "rehearse": ("longctx.commands.rehearse", "the recipe in miniature on CPU, end to end (no GPU)"),
     "eval": ("longctx.commands.eval", "preflight, then the long-context retrieval eval on the recipe's mesh"),
+    "fetch": (
+        "longctx.commands.fetch",
+        "download the recipe's model, tokenizer and dataset for an offline node",
+    ),
 }
 
 

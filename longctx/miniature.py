@@ -26,12 +26,15 @@ def scaled_heads(config: dict, sp: int) -> tuple[int, int]:
     return heads // kv * kv_mini, kv_mini
 
 
-def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids: dict | None = None) -> dict:
+def miniature_config(
+    config: dict, sp: int = 1, vocab_size: int = 256, token_ids: dict | None = None, ulysses: int | None = None
+) -> dict:
     """The model's config.json (as a dict) at tiny size for a run at `sp`, with the given vocabulary and special
-    token ids (none by default: random token ids, no tokenizer)."""
+    token ids (none by default: random token ids, no tokenizer). Attention heads scale with `ulysses` (U of a hybrid
+    sp = U x R, what they split over) when given; linear-attention heads with sp, which they split over either way."""
     config = text_config(config)
     mini = dict(config)
-    heads, kv = scaled_heads(config, sp)
+    heads, kv = scaled_heads(config, ulysses or sp)
     real_head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
     mini.update(
         num_hidden_layers=LAYERS,
@@ -39,11 +42,12 @@ def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids
         num_attention_heads=heads,
         num_key_value_heads=kv,
         head_dim=HEAD_DIM,
-        intermediate_size=round(HIDDEN * config["intermediate_size"] / config["hidden_size"]),
         vocab_size=vocab_size,
         use_cache=False,  # training runs without a KV cache (with one, transformers skips its packed-mask path)
         **(token_ids or {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}),
     )
+    if config.get("intermediate_size"):  # a MoE model with experts only (Qwen3.5-MoE) has no dense MLP width
+        mini["intermediate_size"] = round(HIDDEN * config["intermediate_size"] / config["hidden_size"])
     if real_head_dim * int(config["num_attention_heads"]) != config["hidden_size"]:
         # a multiple of 8: torch's grouped_mm (transformers' expert kernels) needs 16-byte strides
         mini["hidden_size"] = 8 * max(
@@ -51,8 +55,8 @@ def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids
         )
     if isinstance(config.get("layer_types"), list):
         kinds = config["layer_types"]
-        layers = max(LAYERS, max(kinds.index(k) for k in set(kinds)) + 1)  # every layer type at least once
-        mini.update(layer_types=kinds[:layers], num_hidden_layers=layers)
+        mini["num_hidden_layers"] = max(LAYERS, max(kinds.index(k) for k in set(kinds)) + 1)  # every type once
+    mini.update(per_layer_keys(config, mini["num_hidden_layers"]))
     if config.get("linear_num_key_heads"):  # Gated DeltaNet: sp key heads (one a rank), the value/key ratio kept
         ratio = int(config["linear_num_value_heads"]) // int(config["linear_num_key_heads"])
         mini.update(linear_num_key_heads=sp, linear_num_value_heads=ratio * sp)
@@ -64,11 +68,24 @@ def miniature_config(config: dict, sp: int = 1, vocab_size: int = 256, token_ids
     return mini
 
 
+def per_layer_keys(config: dict, layers: int) -> dict:
+    """Every per-layer setting cut to the miniature's first `layers` layers: lists with one entry a layer
+    (`layer_types`, `mlp_layer_types`, `no_rope_layers`, ...) and mappings keyed by layer index (Gemma 4's
+    `per_layer_config`), so the config class accepts the miniature as it accepts the real model."""
+    real = int(config["num_hidden_layers"])
+    cut = {key: value[:layers] for key, value in config.items() if isinstance(value, list) and len(value) == real}
+    for key, value in config.items():
+        if isinstance(value, dict) and value and all(str(k).isdigit() and int(k) < real for k in value):
+            cut[key] = {k: v for k, v in value.items() if int(k) < layers}
+    return cut
+
+
 def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
     """Mixture of experts at tiny size: at most MAX_EXPERTS experts, top-k at most half of them, each expert's
-    MLP ratio kept, dense layers (`mlp_only_layers`) kept where they fall in the miniature's layers."""
+    (and the shared expert's) MLP ratio kept, dense layers (`mlp_only_layers`) kept where they fall in the
+    miniature's layers."""
     mini = {}
-    for key in ("num_experts", "num_local_experts"):
+    for key in ("num_experts", "num_local_experts", "n_routed_experts"):
         if config.get(key):
             mini[key] = min(int(config[key]), MAX_EXPERTS)
     if not mini:
@@ -77,8 +94,9 @@ def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
     for key in ("num_experts_per_tok", "experts_per_token"):
         if config.get(key):
             mini[key] = max(1, min(int(config[key]), experts // 2))
-    if config.get("moe_intermediate_size"):
-        mini["moe_intermediate_size"] = max(1, round(hidden * config["moe_intermediate_size"] / config["hidden_size"]))
+    for key in ("moe_intermediate_size", "shared_expert_intermediate_size"):  # the shared expert: Qwen3.5-MoE
+        if config.get(key):
+            mini[key] = max(1, round(hidden * config[key] / config["hidden_size"]))
     if isinstance(config.get("mlp_only_layers"), list):
         mini["mlp_only_layers"] = [i for i in config["mlp_only_layers"] if i < layers]
     return mini

@@ -23,10 +23,12 @@ from transformers import AutoTokenizer
 from trl import get_peft_config
 
 from longctx.config.chat_templates import ChatTemplateError, resolve_chat_template
-from longctx.config.checkpoints import resolve_resume
+from longctx.config.checkpoints import auto_resume_line, resolve_resume
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.training.credentials import move_hub_token_to_env
 from longctx.training.data.prepared import recipe_datasets
+from longctx.training.faults.guard import train_to_outcome
+from longctx.training.faults.signals import watch_for_preemption
 from longctx.training.model_build import build_model
 from longctx.training.process_patches import install_process_patches
 from longctx.training.sequence_parallel.mesh import check_launched_mesh, report_mesh
@@ -39,12 +41,16 @@ warnings.filterwarnings("ignore", message=r".*(all_gather|reduce_scatter_tensor|
 
 
 def resolve_paths(recipe, training_args) -> None:
-    """`resume_from_checkpoint: true` -> the latest checkpoint folder, and a chat template name or repo-relative
-    file -> the file data_prep read too (TRL opens it in SFTTrainer); either missing is a recipe error."""
+    """`resume_from_checkpoint: true` -> the latest complete checkpoint folder (`auto`: that, or a fresh start
+    when there is none), and a chat template name or repo-relative file -> the file data_prep read too (TRL opens
+    it in SFTTrainer); either missing is a recipe error."""
+    asked = str(training_args.resume_from_checkpoint).lower()
     try:
         training_args.resume_from_checkpoint = resolve_resume(
             training_args.resume_from_checkpoint, training_args.output_dir
         )
+        if asked == "auto" and os.environ.get("RANK", "0") == "0":
+            print(f"[resume] {auto_resume_line(training_args.resume_from_checkpoint, training_args.output_dir)}")
         template = resolve_chat_template(training_args.chat_template_path)
     except (ValueError, ChatTemplateError) as exc:
         raise RecipeError(recipe.config_source, [str(exc)]) from None
@@ -52,6 +58,7 @@ def resolve_paths(recipe, training_args) -> None:
 
 
 def main(recipe, training_args, model_args):
+    watch_for_preemption()  # SIGTERM/SIGUSR1: stop at a step boundary with a checkpoint (longctx/training/faults/)
     source = recipe.config_source
     topo = recipe_topology(recipe)
     relaunch = (
@@ -90,8 +97,11 @@ def main(recipe, training_args, model_args):
     report_mesh(trainer, training_args.max_length)
     trainer.accelerator.print(isolation_line)
 
-    # ---- train, then save (ZeRO-3 gathers the 16-bit weights on save, see the DeepSpeed JSON)
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    # ---- train, then save (ZeRO-3 gathers the 16-bit weights on save, see the DeepSpeed JSON). A preemption (after
+    # its checkpoint) or a non-finite step ends the run here with its exit status (longctx/config/exit_codes.py).
+    stopped = train_to_outcome(trainer, training_args.resume_from_checkpoint)
+    if stopped is not None:
+        exit_cleanly(stopped)
     trainer.save_model(training_args.output_dir)
     trainer.save_state()
     # No rank may tear down its process group while rank 0 is still writing (see longctx/training/shutdown.py).

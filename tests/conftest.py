@@ -53,3 +53,17 @@ def pytest_runtest_protocol(item, nextitem):
         patch.setattr(multiprocessing.process.BaseProcess, "start", _refuse_for(item.nodeid))
         patch.setattr(os, "fork", _refuse_for(item.nodeid))
         yield
+
+
+@pytest.fixture(scope="session")
+def uninterrupted_resume_run(tmp_path_factory):
+    """tests/recipes/resume.yaml trained 6 steps at sp=2 without a fault (given a fake `--hub_token` that must appear
+    nowhere): the reference that tests/test_resume.py and tests/test_faults_launch.py compare resumed runs with, run
+    once per session."""
+    from tests.helpers.launch import assert_ok
+    from tests.helpers.resume_runs import FAKE_TOKEN, launch_resume
+
+    root = tmp_path_factory.mktemp("uninterrupted")
+    proc = launch_resume(root / "out", root / "probe", "--hub_token", FAKE_TOKEN)
+    assert_ok(proc)
+    return {"out": root / "out", "probe": root / "probe", "proc": proc}

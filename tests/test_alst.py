@@ -8,13 +8,11 @@ Ulysses sp=2) with both features on against the gate's sp=2 run with both off (o
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from longctx.config.rules.alst import alst_problems
 from longctx.training.memory import alst
-from tests.helpers.agree_shards import agree
-from tests.helpers.launch import free_port
+from tests.helpers.ranks import spawn_ranks
 
 TINY = "recipes/assets/tiny-llama"
 
@@ -85,18 +83,10 @@ def test_offload_without_checkpointing_is_refused():
 
 
 @pytest.mark.distributed
-def test_shard_count_is_max_reduced_across_ranks():
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = free_port()
+def test_shard_count_is_max_reduced_across_ranks(tmp_path):
     # Rank 0 holds a short shard (2 tiles of 64 tokens), rank 1 a long one (5 tiles): both must run 5.
-    procs = [ctx.Process(target=agree, args=(rank, port, queue, [128, 300], 64)) for rank in range(2)]
-    for p in procs:
-        p.start()
-    results = dict(queue.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
-    assert results == {0: 5, 1: 5}
+    ranks = spawn_ranks("tests.helpers.agree_shards", 2, tmp_path, timeout=120, args=("64", "128", "300"))
+    assert [r["shards"] for r in ranks] == [5, 5]
 
 
 def lora_model(reentrant: bool):

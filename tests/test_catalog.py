@@ -1,8 +1,8 @@
 """The GPU recipe catalog is right for its hardware, checked offline against the architecture snapshots.
 
-Each shipped GPU recipe: its heads split over its sp size, its (possibly rope-scaled) positions cover
-max_length, its SP groups stay inside a node, its header carries the exact launch command; a GPU recipe on
-a machine without GPUs stops with "needs N GPUs" before any download.
+Each shipped GPU recipe: its heads split over its sp size (over U of a hybrid sp = U x R), its (possibly
+rope-scaled) positions cover max_length, its SP groups (Ulysses groups) stay inside a node, its header carries the
+exact launch command; a GPU recipe on a machine without GPUs stops with "needs N GPUs" before any download.
 """
 
 import json
@@ -16,7 +16,7 @@ import pytest
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.config.recipe import parse_recipe, recipe_topology
 from longctx.training.model_build import build_config
-from tests.helpers import REPO
+from tests.helpers import OFFLINE, REPO
 
 ARCHITECTURES = ARCHITECTURES_DIR
 GPU_RECIPES = sorted(
@@ -33,6 +33,9 @@ CATALOG = {
     "llama3.1-70b/sft-128k-2x8-sp8-dp2",
     "qwen3.5-27b/sft-256k-sp8",
     "qwen3.5-27b/lora-256k-sp8",
+    "qwen3.5-35b-a3b/sft-256k-sp8",
+    "qwen3.5-27b/sft-256k-2x8-u8r2",
+    "llama3.1-8b/sft-2m-4x8-u8r4",
 }
 
 
@@ -65,13 +68,14 @@ def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     recipe, sft, model = parsed(path)
     topo = recipe_topology(recipe)
     config = architecture(recipe, model).get_text_config()  # of a multimodal checkpoint, the language model
-    assert config.num_attention_heads % topo.sp_size == 0, "query heads must split evenly over sp"
+    ulysses = topo.sp_ulysses_size  # heads split over U = sp / R (sp itself without a ring)
+    assert config.num_attention_heads % ulysses == 0, "query heads must split evenly over U (sp without a ring)"
     linear = getattr(config, "linear_num_key_heads", None)  # Gated DeltaNet layers split by their own key heads
     assert linear is None or linear % topo.sp_size == 0, "linear-attention key heads must split evenly over sp"
     kv = config.num_key_value_heads
-    assert kv % topo.sp_size == 0 or topo.sp_size % kv == 0, "KV heads must divide sp or sp divide them"
+    assert kv % ulysses == 0 or ulysses % kv == 0, "KV heads must divide U or U divide them"
     assert config.max_position_embeddings >= sft.max_length, "train past the positions only with rope scaling"
-    assert topo.processes_per_machine % topo.sp_size == 0, "an SP group must not span two nodes"
+    assert topo.processes_per_machine % ulysses == 0, "a Ulysses group (an SP group without a ring) spans one node"
     assert sft.bf16 and not sft.use_cpu and model.attn_implementation == "sdpa"
     # TRL 1.16 always runs its own fused LM head (full logits never exist, Liger's fused CE is forced off), so
     # Liger is here for its layer kernels; what would break is a recipe that asks for Liger's fused CE back.
@@ -109,7 +113,7 @@ def test_gpu_recipe_without_gpu_stops_before_download():
     proc = subprocess.run(
         [sys.executable, "recipes/sft.py", "--config", "recipes/llama3.1-8b/sft-256k-sp8.yaml"],
         cwd=REPO,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
+        env={**OFFLINE, "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
         capture_output=True,
         text=True,
         check=False,

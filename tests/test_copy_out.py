@@ -71,7 +71,7 @@ def isolated_env(tmp: Path, copy: Path) -> dict:
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(NO_EDITABLE_HOOK)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return {**env, "PYTHONPATH": f"{copy}{os.pathsep}{hook}", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return {**env, "PYTHONPATH": f"{copy}{os.pathsep}{hook}"}
 
 
 def launch(copy: Path, env: dict, recipe_path: str, *overrides: str) -> subprocess.CompletedProcess:
@@ -94,7 +94,7 @@ def write_team_repository(root: Path) -> None:
 
 def prepare_data(copy: Path) -> None:
     """This repository's data_prep, importing the copy's `config` (first on the path), run in the copy."""
-    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{REPO}", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{REPO}"}
     cmd = [sys.executable, "-m", "data_prep", "--recipe", RECIPE]
     proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -2,15 +2,13 @@
 
 import json
 import math
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
 from tests.helpers.launch import log_history
+from tests.helpers.make import run_make
 
 # slow: make sft on prepared data also runs in tests/test_sft_e2e.py and packed sp=2 training in
 # tests/test_isolation_training.py; this end-to-end pairing runs in make test-all
@@ -19,17 +17,9 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 def test_make_sft_trains_on_packed_prepared_data_at_sp2(tmp_path):
     out = tmp_path / "packed-sp2"
-    proc = subprocess.run(
-        ["make", "-s", "sft", "RECIPE=tests/recipes/packed-sp2.yaml", f"ARGS=--max_steps 4 --output_dir {out}"],
-        cwd=REPO,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
-    )
+    args = f"ARGS=--max_steps 4 --output_dir {out}"
+    proc = run_make("-s", "sft", "RECIPE=tests/recipes/packed-sp2.yaml", args, timeout=900)
     log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-6000:]
     assert "[isolation] sdpa: packed documents attend only within themselves" in log
     folder = re.search(r"\[data\] (?:wrote|cache hit:) (\S+)", log).group(1)
     report = json.loads((Path(folder) / "report.json").read_text())

@@ -26,12 +26,14 @@ from pathlib import Path
 
 import pytest
 
+from longctx import cli
 from tests.helpers import REPO
+from tests.helpers.make import run_make
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
 DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]
 STARTS = ("make ", "python ", ".venv/bin/python ", "accelerate launch ", "sbatch ", "pytest ", "benchmarks/")
-SUBCOMMANDS = ("sft", "data", "validate", "plan", "probe", "rehearse", "eval")
+SUBCOMMANDS = tuple(cli.SUBCOMMANDS)  # every `python -m longctx SUBCOMMAND`, as the CLI lists them
 # whose flags FLAGS holds, per make target: the target's `python -m longctx` subcommand, or the ladder's script
 FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {
     "gpu-ladder": "benchmarks/gpu_memory_ladder.py",
@@ -177,11 +179,10 @@ def helps() -> dict[str, tuple[int, str]]:
     for tool in FLAGS_OF.values():
         wanted[tool] = tool_of(["-m", *tool.split()] if "/" not in tool else [tool])[1]
     wanted["accelerate launch"] = ["-m", "accelerate.commands.launch", "--help"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run(
         [sys.executable, "-c", HELP_RUNNER, json.dumps(list(wanted.items()))],
         cwd=REPO,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=600,
@@ -210,7 +211,7 @@ def make_variables() -> frozenset[str]:
 
 
 def check_make(tokens: list[str]) -> list[str]:
-    problems, run = [], ["make", "-n", "-o", ".venv/.installed"]
+    problems, run = [], ["-n"]
     target = next((t for t in tokens[1:] if "=" not in t and not t.startswith("-")), None)
     for token in tokens[1:]:
         name, eq, value = token.partition("=")
@@ -233,9 +234,9 @@ def check_make(tokens: list[str]) -> list[str]:
         if not placeholder(value):
             run.append(token)
     if not problems:
-        proc = subprocess.run(run, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+        proc = run_make(*run, check=False, timeout=60)
         if proc.returncode != 0:
-            problems.append(f"`{shlex.join(run)}` exits {proc.returncode}: {proc.stderr.strip()[-300:]}")
+            problems.append(f"`{shlex.join(proc.args)}` exits {proc.returncode}: {proc.stderr.strip()[-300:]}")
     return problems
 
 
@@ -329,18 +330,11 @@ def test_make_plan_prints_what_the_preflight_doc_shows():
     block = re.search(r"```text\n\$ (make plan [^\n]+)\n(.*?)```", doc, re.DOTALL)
     assert block, "docs/preflight.md lost its `make plan` example"
     tokens = shlex.split(block.group(1))
-    proc = subprocess.run(
-        ["make", "-s", "-o", ".venv/.installed", *tokens[1:]],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_make("-s", *tokens[1:], timeout=300)
     shown = [line for line in block.group(2).splitlines() if not line.startswith("(")]
     printed = iter(proc.stdout.splitlines())
     missing = next((line for line in shown if line not in printed), None)  # consumes: the lines must come in order
-    assert proc.returncode == 0 and missing is None, f"not printed (or out of order): {missing!r}\n{proc.stdout}"
+    assert missing is None, f"not printed (or out of order): {missing!r}\n{proc.stdout}"
 
 
 @pytest.mark.subprocess

@@ -2,7 +2,6 @@
 eval runs for real at sp=2 x dp=2 with an odd grid and writes the table, results.json and the heatmap."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,7 +11,8 @@ import torch
 from longctx.commands.eval import main
 from longctx.evaluation.options import default_lengths
 from tests.helpers import REPO
-from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
+from tests.helpers.hub_tokens import args_with_token, env_with_tokens, secret_leaks
+from tests.helpers.make import run_make
 from tests.helpers.tiny_model import tiny_checkpoint
 
 SP2_DP2 = "accelerate_configs/cpu-sp2-dp2-shard.yaml"
@@ -41,9 +41,8 @@ def test_a_length_the_mesh_cannot_split_is_one_clear_error(capsys):
 
 
 def run_offline(cmd: list[str]) -> subprocess.CompletedProcess:
-    """Run from the repository root with the Hub off; the output's tail is the failure message."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    proc = subprocess.run(cmd, cwd=REPO, check=False, capture_output=True, text=True, timeout=900, env=env)
+    """Run from the repository root with the Hub off (tests/conftest.py); the output's tail is the failure message."""
+    proc = subprocess.run(cmd, cwd=REPO, check=False, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     return proc
 
@@ -74,12 +73,9 @@ def test_make_eval_at_sp2_dp2_with_an_odd_grid_scores_every_example_once_and_sho
     record the token."""
     checkpoint, out = tiny_checkpoint(tmp_path / "model"), tmp_path / "out"
     flags = f"--lengths 256 384 512 --depths 0 0.5 1 --samples 1 --tasks passkey --out {out}"
-    argv = make_argv("eval", "RECIPE=tiny-2k", f"CHECKPOINT={checkpoint}", f"FLAGS={flags}")
-    argv[-1] += f" --seed 7 --accelerate_config {SP2_DP2}"
-    proc = subprocess.run(
-        argv, cwd=REPO, check=False, capture_output=True, text=True, timeout=900, env=env_with_tokens()
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    args = args_with_token(f"--seed 7 --accelerate_config {SP2_DP2}")
+    variables = ("RECIPE=tiny-2k", f"CHECKPOINT={checkpoint}", f"FLAGS={flags}", args)
+    proc = run_make("eval", *variables, env=env_with_tokens(), timeout=900)
     assert "preflight ok: recipes/tiny-llama/sft-2k-cpu-sp2.yaml" in proc.stdout
     assert "passkey: accuracy by context length (rows) and needle depth (columns)" in proc.stdout
     doc = json.loads((out / "results.json").read_text())

@@ -6,25 +6,16 @@ go), ours must deliver every member's tensor, and the SP loss's differentiable a
 right gradient through it. The installer must leave the world-sized case to torch.
 """
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.helpers.launch import REPO, free_port
+from tests.helpers.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("a2a")
-    port = str(free_port())
-    cmd = [sys.executable, "-m", "tests.helpers.all_to_all_worker"]
-    procs = [subprocess.Popen([*cmd, str(r), port, str(out)], cwd=REPO) for r in range(4)]
-    assert [p.wait(timeout=180) for p in procs] == [0, 0, 0, 0]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(4)]
+    return spawn_ranks("tests.helpers.all_to_all_worker", 4, tmp_path_factory.mktemp("a2a"), timeout=180)
 
 
 def test_upstream_all_to_all_fails_in_a_group_that_is_not_the_world(ranks):

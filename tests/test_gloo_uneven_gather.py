@@ -6,25 +6,16 @@ shim can go); with the shim, the real `UlyssesSPDataLoaderAdapter` must hand eac
 one micro-batch per rank's row, each at its own length. Equal shapes and sp=1 stay with the upstream code.
 """
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.helpers.launch import REPO, free_port
+from tests.helpers.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("uneven")
-    port = str(free_port())
-    cmd = [sys.executable, "-m", "tests.helpers.uneven_gather_worker"]
-    procs = [subprocess.Popen([*cmd, str(r), port, str(out)], cwd=REPO) for r in range(2)]
-    assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return spawn_ranks("tests.helpers.uneven_gather_worker", 2, tmp_path_factory.mktemp("uneven"), timeout=300)
 
 
 def test_upstream_gloo_all_gather_refuses_unequal_shapes(ranks):

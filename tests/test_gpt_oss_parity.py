@@ -6,7 +6,7 @@ rank one query head and a replicated KV head), a 16-token window on layer 0 and 
 rows and one-document rows in one dataset, so a single launch per sp trains both kinds through the real
 stack (accelerate launch, DeepSpeed ZeRO-3, Ulysses over gloo, `sdpa` = longctx/training/attention/sinks.py over the
 isolated sdpa). Per-step loss and grad norm, and the weights after the SGD steps, must match sp=1. The gate's
-own test runs sp=2 with every rank taking the first heads' sinks and requires a mismatch (`slow`).
+own test runs sp=2 with every rank taking the first heads' sinks and requires a mismatch (default tier).
 """
 
 import math
@@ -14,6 +14,7 @@ import math
 import pytest
 
 from tests.helpers.moe_rows import write_rows
+from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -37,18 +38,7 @@ def train(tmp, data, sp: int, script: str = "recipes/sft.py"):
     return history, load_file(out / "model.safetensors")
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gpt-oss-parity")
-    data = write_rows(tmp / "data")
-    cache = {}
-
-    def run(sp: int, script: str = "recipes/sft.py"):
-        if (sp, script) not in cache:
-            cache[(sp, script)] = train(tmp, data, sp, script)
-        return cache[(sp, script)]
-
-    return run
+runs = run_cache("gpt-oss-parity", write_rows, train)
 
 
 @pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
@@ -65,6 +55,7 @@ def test_losses_are_real_and_sinks_per_head(runs):
     assert len(sink_names) == 2 and all(weights[name].shape == (4,) for name in sink_names)
 
 
-@pytest.mark.slow
 def test_gate_catches_misaligned_sinks(runs):
+    """The gate's negative control, in the default tier (one 2-process launch): every rank taking the first heads'
+    sinks must fail it."""
     assert mismatches(runs(1), runs(2, "tests/helpers/misaligned_sinks.py")), "sinks of the wrong heads went unnoticed"

@@ -51,13 +51,38 @@ def test_plan_terms_scale_with_experts_where_they_should():
     assert busy.model_states == base.model_states and busy.mlp == pytest.approx(2 * base.mlp)
 
 
-def test_preflight_reads_the_layer_pattern_and_requires_sdpa_for_sinks(capsys):
+def test_preflight_reads_the_layer_pattern_and_requires_sdpa_for_sinks_under_sp(capsys):
+    """Under SP only the sink-aware sdpa is proven: flash_attention_2 is refused by the attention-pattern gate
+    (longctx/config/rules/attention_patterns.py), naming both layer types."""
     from longctx.commands.validate import main
 
     assert main(["gptoss20b-128k", "--num-gpus", "8"]) == 0
     assert main(["gptoss20b-128k", "--num-gpus", "8", "--", "--attn_implementation", "flash_attention_2"]) == 1
     out = capsys.readouterr().out
-    assert "gpt_oss has a learned attention sink per head, which flash_attention_2 does not apply" in out
+    for kind in ("full_attention", "sliding_attention"):
+        assert f"is 'flash_attention_2', but gpt-oss's '{kind}' layers are proven exact under SP only with sdpa" in out
+
+
+def test_eager_is_accepted_at_sp1_and_refused_under_sp_for_ulysses_reason(capsys, tmp_path):
+    """transformers' eager gpt-oss applies the sinks (`eager_attention_forward` adds the sink column), so at sp=1 it
+    passes; under SP it is refused because DeepSpeed's Ulysses wraps only sdpa and flash (before: refused at every
+    sp, saying eager "does not apply" the sinks). flex on CPU cannot apply them (transformers raises): refused."""
+    from longctx.commands.validate import main
+
+    (tmp_path / "train.jsonl").write_text('{"text": "a"}\n')
+    argv = ["tests/recipes/moe-parity.yaml", "--", "--dataset_name", str(tmp_path), "--attn_implementation"]
+    sp1 = ["--accelerate_config", "accelerate_configs/cpu-sp1.yaml"]
+    assert main([*argv, "eager", *sp1]) == 0
+    assert "sink" not in capsys.readouterr().out
+    assert main([*argv, "eager"]) == 1  # the recipe's cpu-sp2.yaml
+    out = capsys.readouterr().out
+    assert "`attn_implementation`: is 'eager'; Ulysses SP supports sdpa, flash_attention_2, flash_attention_3" in out
+    assert "does not apply" not in out
+    assert main([*argv, "flex_attention", *sp1]) == 1
+    assert (
+        "is flex_attention on CPU, where transformers cannot apply gpt_oss's attention sinks"
+        in capsys.readouterr().out
+    )
 
 
 @pytest.mark.usefixtures("restored_attention_registries")

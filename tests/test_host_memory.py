@@ -20,7 +20,7 @@ from longctx.memory_plan.calibration import LLAMA_8B, arch_config
 from longctx.memory_plan.estimate import estimate
 from longctx.memory_plan.gpus import torch_gib
 from longctx.memory_plan.host import host_terms, optimizer_split, pinned
-from tests.helpers import REPO, offline_env
+from tests.helpers import REPO
 
 OFFLOAD_1GPU = "llama3.1-8b/sft-32k-1gpu-offload"
 ONE_GPU = ["--num-gpus", "1", "--gpu-memory-gb", "80"]
@@ -34,7 +34,7 @@ def deepspeed_host_tensors() -> dict:
     """One engine, stepped once, with sub-groups of 20,000 elements (5 of them): what DeepSpeed put on the host."""
     out = subprocess.run(
         [sys.executable, "-m", "tests.helpers.host_tensors", "20000"],
-        check=False, cwd=REPO, env=offline_env(), capture_output=True, text=True, timeout=600,
+        check=False, cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -17,11 +17,16 @@ import torch
 import torch.distributed as dist
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from longctx.training.attention import varlen
+from longctx.training.attention import kernels, varlen
 from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.attention.isolation import install_document_isolation
+from longctx.training.attention.kernels import VarlenOps, varlen_ops
+from longctx.training.attention.sinks import enable_sinks_and_windows
+from longctx.training.layers.linear_attention import convert_layers
 from longctx.training.memory import alst
+from tests.helpers import cpu_varlen
 from tests.helpers.launch import free_port
+from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture)
 from tests.helpers.sync_count import SyncCounter
 from tests.test_isolation_varlen import reference_varlen_attn
 
@@ -84,6 +89,92 @@ def test_syncs_do_not_grow_with_layers(case):
     two, six = (syncs_per_step(tiny_model(layers), **CASES[case]) for layers in (2, 6))
     assert six.total == two.total, f"syncs grow with the layer count: {dict(two.by_op)} -> {dict(six.by_op)}"
     assert two.total <= PER_STEP, dict(two.by_op)
+
+
+# The two other attention paths, packed rows, at 2 and 4 layers (gpt-oss: sinks on every layer, a sliding window on
+# every other one; Qwen3.5: a Gated DeltaNet layer before each softmax one). Each attention call read position_ids
+# itself before (`nonzero` + `tolist`, and `tolist` or `item` in the kernel) and each linear layer read its
+# document count back (`item`); measured before and after in docs/tests.md.
+OTHER_PATHS = {
+    "gpt-oss sinks, CPU kernel path": "gpt-oss",
+    "gpt-oss sinks, varlen kernel path": "gpt-oss varlen",
+    "Qwen3.5 Gated DeltaNet": "qwen3.5",
+}
+
+
+def tiny_gpt_oss(layers: int):
+    """The gpt-oss miniature with `layers` layers (sliding and full alternating), its sink-aware sdpa installed."""
+    install_document_isolation("sdpa")
+    config = AutoConfig.from_pretrained("tests/recipes/models/tiny-gpt-oss")
+    config.num_hidden_layers, config.layer_types = layers, ["sliding_attention", "full_attention"] * (layers // 2)
+    enable_sinks_and_windows(config, "sdpa")
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    assert install_document_layout(model, RECIPE, "sdpa")
+    return model.train()
+
+
+def tiny_qwen35(layers: int):
+    """The Qwen3.5 miniature with `layers` layers (linear and full alternating), its Gated DeltaNet converted."""
+    install_document_isolation("sdpa")
+    config = AutoConfig.from_pretrained("tests/recipes/tiny-qwen3.5")
+    config.num_hidden_layers, config.layer_types = layers, ["linear_attention", "full_attention"] * (layers // 2)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    assert install_document_layout(model, RECIPE, "sdpa") and convert_layers(model) == layers // 2
+    return model.train()
+
+
+def paused_ops(counter: SyncCounter) -> VarlenOps:
+    """torch's varlen ops (CPU kernels registered for them), not counted inside: the CPU stand-in syncs where the
+    CUDA kernel does not."""
+    cpu_varlen.register()
+    real = varlen_ops()
+
+    def paused(op):
+        def call(**kwargs):
+            with counter.pause():
+                return op(**kwargs)
+
+        return call
+
+    return VarlenOps(paused(real.forward), paused(real.backward), real.forward_args, real.backward_args)
+
+
+def other_path_syncs(path: str, layers: int, monkeypatch) -> SyncCounter:
+    model = tiny_qwen35(layers) if path == "qwen3.5" else tiny_gpt_oss(layers)
+    ids = torch.randint(0, 512, (2, 256), generator=torch.Generator().manual_seed(0))
+    pos = (torch.arange(256) % 64)[None]  # 4 documents a row, across the 16-token windows
+    counter = SyncCounter()
+    if path == "gpt-oss varlen":
+        ops = paused_ops(counter)
+        monkeypatch.setattr(
+            kernels, "pick_kernel", lambda q, layout, scale, w: kernels.VarlenKernel(layout, scale, w, ops)
+        )
+    experts = [m for m in model.modules() if type(m).__name__.endswith("Experts")]
+    for module in experts:  # transformers' expert dispatch (upstream, not the attention path) is not counted
+        monkeypatch.setattr(module, "forward", paused_forward(counter, module.forward))
+    with counter:
+        model(input_ids=ids, labels=ids, position_ids=pos).loss.backward()
+    return counter
+
+
+def paused_forward(counter: SyncCounter, forward):
+    def call(*args, **kwargs):
+        with counter.pause():
+            return forward(*args, **kwargs)
+
+    return call
+
+
+@pytest.mark.usefixtures("restored_attention_registries")
+@pytest.mark.parametrize("case", OTHER_PATHS)
+def test_sinks_and_gated_deltanet_paths_do_not_sync_per_layer(case, monkeypatch):
+    two, four = (other_path_syncs(OTHER_PATHS[case], layers, monkeypatch) for layers in (2, 4))
+    assert four.total == two.total, f"syncs grow with the layer count: {dict(two.by_op)} -> {dict(four.by_op)}"
+    assert two.total <= PER_STEP + 2, dict(two.by_op)  # Qwen3.5's linear layers read their own layout once more
 
 
 def test_tiled_mlp_agrees_once_per_forward(one_rank_group):

@@ -93,6 +93,20 @@ def test_qwen35_sp_linear_layers_isolated_and_stock_differs(tmp_path, sp):
     assert any(f.startswith(f"stock unpacked sp={sp} vs unpacked sp=1: loss") for f in report["stock_parity"])
 
 
+@pytest.mark.distributed
+@pytest.mark.slow  # 4 processes; the ring's isolation in the default tier: tests/test_ring_attention.py, training
+@pytest.mark.parametrize("ring", [2, 4])
+def test_hybrid_ring_isolated_stock_leaks_and_parity(tmp_path, ring, capsys):
+    """`make probe FLAGS="--sp 4 --ring R"`: hybrid Ulysses x ring SP (longctx/training/sequence_parallel/) keeps
+    packed documents apart across chunks (U=2 x R=2, U=1 x R=4); its stock comparison (the ring told each row is
+    one document) leaks; packed parity holds against sp=1 and the documents one by one."""
+    code, report = probe(tmp_path, "--sp", "4", "--ring", str(ring), "--parity", "--compare-stock")
+    assert (report["sp"], report["ring"]) == (4, ring)
+    assert report["leaks"] == [] and report["parity"] == [], (report["leaks"], report["parity"])
+    assert report["stock_leaks"], "the ring without document isolation did not leak: the probe cannot fail"
+    assert code == 0 and f"at sp=4 = Ulysses {4 // ring} x ring {ring}" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_cli_exits_1_without_isolation(tmp_path):
@@ -104,6 +118,8 @@ def test_bad_usage_exits_2(tmp_path, capsys):
     assert main(["no-such-recipe"]) == 2
     assert main([RECIPE, "--sp", "3"]) == 2
     assert "cpu-sp3.yaml" in capsys.readouterr().err
+    assert main([RECIPE, "--sp", "4", "--ring", "3"]) == 2
+    assert "--ring 3 needs an --sp it divides" in capsys.readouterr().err
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text("model_name_or_path: nobody/no-model\nattn_implementation: sdpa\n")
     assert main([str(unknown)]) == 2

@@ -17,6 +17,7 @@ GPU_RECIPE = "llama3.1-8b/sft-256k-sp8"
 
 def args(**kw) -> argparse.Namespace:
     flags = {"no_isolation": False, "compare_stock": False, "parity": False, "overrides": {}, "override_argv": []}
+    flags["ring"] = 1  # parse_args' default: no hybrid Ulysses x ring
     return argparse.Namespace(**{"recipe": GPU_RECIPE, "sp": None, "device": "auto", **flags, **kw})
 
 

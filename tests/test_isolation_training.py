@@ -15,16 +15,17 @@ from tests.test_sp_parity import mismatches
 pytestmark = pytest.mark.distributed
 
 
-def train(tmp, kind: str, sp: int, *extra: str):
+def train(tmp, kind: str, sp: int, *extra: str, script: str = "recipes/sft.py"):
     from safetensors.torch import load_file
 
     data = (write_packed if kind == "packed" else write_separate)(tmp / f"data-{kind}")
-    accel = f"accelerate_configs/cpu-sp{sp}.yaml"
-    out = tmp / f"{kind}-sp{sp}{'-'.join(extra)}"
+    mesh = sp if isinstance(sp, str) else f"sp{sp}"  # a mesh name, e.g. "sp2-u1r2" (hybrid Ulysses x ring)
+    accel = f"accelerate_configs/cpu-{mesh}.yaml"
+    out = tmp / f"{kind}-{mesh}{'-'.join(extra)}"
     batch = "2" if kind == "packed" else str(n_documents())  # the whole dataset in every step, either way
     proc = accelerate_launch(
         accel,
-        "recipes/sft.py",
+        script,
         ["--config", "tests/recipes/packed.yaml", "--accelerate_config", accel, "--dataset_name", str(data)]
         + ["--per_device_train_batch_size", batch, "--output_dir", str(out), *extra],
     )
@@ -36,10 +37,10 @@ def train(tmp, kind: str, sp: int, *extra: str):
 def runs(tmp_path_factory):
     tmp, cache = tmp_path_factory.mktemp("packed"), {}
 
-    def run(kind: str, sp: int, *extra: str):
-        if (kind, sp, extra) not in cache:
-            cache[(kind, sp, extra)] = train(tmp, kind, sp, *extra)
-        return cache[(kind, sp, extra)]
+    def run(kind: str, sp: int, *extra: str, script: str = "recipes/sft.py"):
+        if (kind, sp, extra, script) not in cache:
+            cache[(kind, sp, extra, script)] = train(tmp, kind, sp, *extra, script=script)
+        return cache[(kind, sp, extra, script)]
 
     return run
 
@@ -47,6 +48,18 @@ def runs(tmp_path_factory):
 def test_packed_sp2_trains_like_documents_one_by_one(runs):
     stdout, packed = runs("packed", 2)
     assert "[isolation] sdpa: packed documents attend only within themselves" in stdout
+    assert mismatches(runs("separate", 1)[1], packed) == []
+
+
+def test_packed_ring_of_two_with_accumulation_trains_like_documents_one_by_one(runs):
+    """Hybrid SP at U=1 x R=2 (longctx/training/sequence_parallel/): the documents across the shard edge reach their
+    earlier keys through the ring and no other document's, with gradient accumulation (each step: 2 micro-batches of
+    the same 2 rows, the same token-weighted loss and gradient), and with the load balance forced on, so the mirror
+    ranks swap query halves and outputs over gloo (tests/helpers/ring_controls.py; `auto` would not swap these short
+    documents). 4-process meshes and `auto`: tests/test_ring_parity.py."""
+    extra = ("--gradient_accumulation_steps", "2", "--ring_balance", "on")
+    stdout, packed = runs("packed", "sp2-u1r2", *extra, script="tests/helpers/ring_controls.py")
+    assert "[ring] sp=2 = Ulysses 1 x ring 2" in stdout and "[ring-balance] on" in stdout
     assert mismatches(runs("separate", 1)[1], packed) == []
 
 

@@ -67,7 +67,7 @@ def test_recurrence_restarts_at_every_document():
     layouts = [LAYOUT, [64, 64, 1, 127]]
     pos = torch.cat([positions(rows) for rows in layouts])
     reference = kernels.reference_kernel(modeling_qwen3_5)
-    out = kernels.gated_delta_rule(reference, q, k, v, g, beta, pos, DocumentLayout().fill(pos, pos.shape[0]).spans)
+    out = kernels.gated_delta_rule(reference, q, k, v, g, beta, DocumentLayout().fill(pos, pos.shape[0]))
     for row, lengths in enumerate(layouts):
         for s, e in spans(lengths):
             part = [t[row : row + 1, s:e] for t in (q, k, v, g, beta)]

@@ -7,8 +7,6 @@ loss head, and the [B, 1, s, s] packed mask. GPU-only parts (FlashAttention, Lig
 kernels) cannot be measured here; longctx/memory_plan/calibration.py covers them.
 """
 
-import json
-
 import pytest
 import torch
 from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
@@ -180,23 +178,11 @@ def test_liger_layer_working_set(liger_layers, hidden, intermediate, tokens):
 
 
 def all_to_all_copies(sp: int, tmp_path) -> float:
-    """Run tests/helpers/all_to_all_memory.py on `sp` gloo ranks: ALL_TO_ALL_COPIES as measured."""
-    import subprocess
-    import sys
+    """Run tests/helpers/all_to_all_memory.py on `sp` gloo ranks: ALL_TO_ALL_COPIES as measured (rank 0's)."""
+    from tests.helpers.ranks import spawn_ranks
 
-    from longctx.launch.accelerate_launch import free_port
-    from tests.helpers import REPO, offline_env
-
-    port = str(free_port())
-    worker = [sys.executable, "-m", "tests.helpers.all_to_all_memory"]
-    ranks = [
-        subprocess.Popen(
-            [*worker, str(r), str(sp), port, str(tmp_path)], cwd=REPO, env=offline_env(OMP_NUM_THREADS="1")
-        )
-        for r in range(sp)
-    ]
-    assert all(rank.wait(timeout=600) == 0 for rank in ranks)
-    return json.loads((tmp_path / f"sp{sp}.json").read_text())["copies"]
+    ranks = spawn_ranks("tests.helpers.all_to_all_memory", sp, tmp_path, timeout=600, env={"OMP_NUM_THREADS": "1"})
+    return ranks[0]["copies"]
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.launch import accelerate_launch, accelerate_launch_machines, assert_ok, log_history
+from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import STEPS, mismatches, write_rows
 
 pytestmark = pytest.mark.distributed
@@ -59,19 +60,7 @@ def train(root: Path, data: Path, name: str):
     return history, load_file(out / "model.safetensors"), records
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mesh-parity")
-    data = root / "data"
-    write_rows(data)
-    cache = {}
-
-    def run(name: str):
-        if name not in cache:
-            cache[name] = train(root, data, name)
-        return cache[name]
-
-    return run
+runs = run_cache("mesh-parity", write_rows, train)
 
 
 SLOW = pytest.mark.slow

@@ -70,3 +70,19 @@ def test_dense_layers_of_a_moe_model_keep_their_mlp():
     assert arch.params == total
     experts = sum(p.numel() for n, p in model.named_parameters() if ".mlp.experts." in n)
     assert arch.active_params == total - experts // 2  # 2 of 4 experts idle per token
+
+
+def test_memory_plan_counts_qwen35_moes_shared_expert_as_always_active():
+    """Qwen3.5-35B-A3B (a multimodal checkpoint: its language model) on the meta device: 256 routed experts, top-8,
+    and a shared expert with a one-output gate beside them in each of the 40 layers. States count every parameter
+    (Arch leaves out the q/k norms of the 10 softmax layers, head_dim each), active parameters all but the 248 idle
+    routed experts; the shared expert stays active, in parameters and in the activations' intermediate width."""
+    snapshot = ARCHITECTURES_DIR / "Qwen/Qwen3.5-35B-A3B"
+    arch = Arch.from_config(json.loads((snapshot / "config.json").read_text()))
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(snapshot))
+    built = sum(p.numel() for p in model.parameters()) - 10 * 2 * 256
+    routed = sum(p.numel() for n, p in model.named_parameters() if ".mlp.experts." in n)
+    assert arch.params == built  # 34.66B
+    assert arch.active_params == built - routed * (256 - 8) // 256  # 3.45B
+    assert arch.active_intermediate == 8 * 512 + 512  # eight experts of width 512 and the shared expert of 512

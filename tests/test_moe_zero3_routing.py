@@ -10,30 +10,20 @@ runs three blocks on inputs that send rank 0's tokens to expert 0 and rank 1's t
   worker's 20 s collective timeout and this test's process timeout) -- the negative control.
 """
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from longctx.training.layers.moe_routing import per_expert_blocks
-from tests.helpers.launch import REPO, free_port
+from tests.helpers import REPO
+from tests.helpers.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
+    # check=False: the negative control may fail or hang past every collective timeout; results so far still count
     out = tmp_path_factory.mktemp("z3-routing")
-    port = str(free_port())
-    cmd = [sys.executable, "-m", "tests.helpers.z3_routing_worker"]
-    procs = [subprocess.Popen([*cmd, str(r), port, str(out)], cwd=REPO) for r in range(2)]
-    for proc in procs:
-        try:
-            proc.wait(timeout=240)
-        except subprocess.TimeoutExpired:  # a hang past every collective timeout: results so far still count
-            proc.kill()
-    return [json.loads(p.read_text()) if (p := out / f"rank{r}.json").is_file() else {} for r in range(2)]
+    return spawn_ranks("tests.helpers.z3_routing_worker", 2, out, timeout=240, check=False)
 
 
 def test_fused_experts_need_no_leaf_flag(ranks):

@@ -2,8 +2,6 @@
 the version floors, and `make sft` refusing a launch this machine cannot run before any process starts."""
 
 import json
-import os
-import subprocess
 
 import pytest
 
@@ -11,6 +9,7 @@ from longctx.commands.validate import main
 from longctx.preflight.checks.heads import valid_sp_sizes
 from longctx.preflight.checks.trl_limits import version_problems
 from tests.helpers import REPO
+from tests.helpers.make import run_make
 
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
 ACCELERATE = sorted((REPO / "accelerate_configs").rglob("cpu-*.yaml"))  # GPU ones: --all --intended
@@ -113,16 +112,7 @@ def test_version_floors():
 @pytest.mark.subprocess
 def test_make_sft_refuses_before_any_process_starts():
     """`make sft` on a CPU machine with an 8-GPU recipe stops at preflight: no launch line, no download."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    proc = subprocess.run(
-        ["make", "-s", "sft", f"RECIPE={EIGHT}"],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    proc = run_make("-s", "sft", f"RECIPE={EIGHT}", check=False, timeout=300)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "needs 8 GPUs" in log and "preflight FAILED" in log

@@ -37,7 +37,6 @@ def no_hub(monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset_builder", unreachable)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
 
 

@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -47,12 +48,14 @@ def write_rows(folder, seed: int = 11):
     return folder
 
 
-def train(tmp, data, sp: int, script: str):
+def train(tmp, data, sp: int | str, script: str = "recipes/sft.py", extra: tuple = ()):
+    """One launch at accelerate_configs/cpu-sp{sp}.yaml (`sp` an int, or a mesh such as "4-u2r2")."""
     from safetensors.torch import load_file
 
     accel = f"accelerate_configs/cpu-sp{sp}.yaml"
-    out = tmp / f"{script.split('/')[-1][:-3]}-sp{sp}"
+    out = tmp / f"{script.split('/')[-1][:-3]}-sp{sp}{'-'.join(extra)}"
     args = ["--config", RECIPE, "--accelerate_config", accel, "--dataset_name", str(data), "--output_dir", str(out)]
+    args += list(extra)
     proc = accelerate_launch(accel, script, args)
     assert_ok(proc)
     history = log_history(out)
@@ -60,17 +63,7 @@ def train(tmp, data, sp: int, script: str):
     return proc.stdout, (history, load_file(out / "model.safetensors"))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("qwen35")
-    data, cache = write_rows(tmp / "data"), {}
-
-    def run(sp: int, script: str = "recipes/sft.py"):
-        if (sp, script) not in cache:
-            cache[(sp, script)] = train(tmp, data, sp, script)
-        return cache[(sp, script)]
-
-    return run
+runs = run_cache("qwen35", write_rows, train)
 
 
 def test_rows_are_packed_and_unpacked_and_cross_shard_edges():
@@ -95,6 +88,26 @@ def test_losses_are_real_training(runs):
     losses = [row["loss"] for row in history]
     assert all(0 < loss < 20 for loss in losses) and len(set(losses)) == STEPS
     assert all(row["grad_norm"] > 0.1 for row in history)
+
+
+@pytest.mark.slow
+def test_qwen35_hybrid_u2_r2_matches_sp1(runs):
+    """Hybrid SP at U=2 x R=2 (accelerate_configs/cpu-sp4-u2r2.yaml): the softmax layers split heads 2 ways and pass
+    the ring across 2 chunks, the Gated DeltaNet layers split their heads across the whole sp=4 group, as under
+    Ulysses (longctx/training/sequence_parallel/hybrid.py `sequence_group`)."""
+    stdout, trained = runs("4-u2r2")
+    assert "[ring] sp=4 = Ulysses 2 x ring 2" in stdout
+    assert "[linear-attention] 2 Gated DeltaNet layers: heads split across sp=4" in stdout
+    assert mismatches(runs(1)[1], trained) == []
+
+
+@pytest.mark.slow
+def test_gate_catches_linear_layers_split_over_the_ulysses_group_only(runs):
+    """Negative control of the hybrid's linear layers: split across the Ulysses group (U=2) instead of the SP group,
+    each rank's recurrence runs over one chunk of R and restarts at the chunk edge; the gate must fail."""
+    stdout, split = runs("4-u2r2", "tests/helpers/ring_controls.py", ("--ring_control", "linear-ulysses-group"))
+    assert "[ring-control] linear-ulysses-group" in stdout
+    assert mismatches(runs(1)[1], split), "linear layers split over the Ulysses group only went unnoticed"
 
 
 @pytest.mark.slow

@@ -2,13 +2,12 @@
 (the name the project's design uses) reaches that recipe's preflight; a near miss gets a "did you mean"."""
 
 import re
-import subprocess
 
 import pytest
 
 from longctx.cli import main
 from longctx.config.paths import REPO_ROOT, SHORT_NAMES, recipe_names, resolve_recipe
-from tests.helpers import offline_env
+from tests.helpers.make import run_make
 
 
 def test_every_recipe_has_one_short_name_and_each_resolves():
@@ -36,15 +35,7 @@ def test_a_near_miss_gets_did_you_mean(capsys):
 @pytest.mark.subprocess
 def test_make_sft_with_the_designs_name_reaches_that_recipes_preflight():
     """On this CPU machine preflight refuses the 8-GPU recipe: the expected end, before any download or launch."""
-    proc = subprocess.run(
-        ["make", "-o", ".venv/.installed", "sft", "RECIPE=llama8b-256k"],
-        cwd=REPO_ROOT,
-        env=offline_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_make("sft", "RECIPE=llama8b-256k", check=False, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "needs 8 GPUs per machine" in out, out
     assert "preflight FAILED: recipes/llama3.1-8b/sft-256k-sp8.yaml" in out and "[launch]" not in out

@@ -19,7 +19,9 @@ from longctx.config.topology import load_yaml_mapping
 from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
 from longctx.miniature import miniature_config, scaled_heads
 from longctx.preflight.checks.toolchain import uses_cpu_adam
-from tests.helpers.hub_tokens import ENV_TOKEN, make_argv, secret_leaks
+from tests.helpers import OFFLINE
+from tests.helpers.hub_tokens import ENV_TOKEN, args_with_token, secret_leaks
+from tests.helpers.make import run_make
 
 # Every full rehearsal is `slow` (make test-all; each is several launches, 1.5-2 minutes on 2 cores), so the default
 # tier stays under 10 minutes; what they rest on runs there on its own: DeepSpeed's CPU Adam (test_cpu_adam.py),
@@ -35,13 +37,16 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
 }  # fmt: skip
 
 
-def rehearse(name: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """`make rehearse` as a user types it, carrying a fake Hub token in ARGS and HF_TOKEN (tests/test_secrets.py)."""
-    env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    env["HF_TOKEN"] = ENV_TOKEN
+def rehearse(name: str, tmp_path: Path, overrides: str = "") -> subprocess.CompletedProcess:
+    """`make rehearse` as a user types it, carrying a fake Hub token in ARGS (then `overrides`) and HF_TOKEN
+    (tests/test_secrets.py).
+
+    A bare environment, not this process's: the system PATH, so the launch must put the venv's bin (ninja) first
+    itself."""
+    env = {**OFFLINE, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "HF_TOKEN": ENV_TOKEN}
     env["TORCH_EXTENSIONS_DIR"] = os.environ["TORCH_EXTENSIONS_DIR"]  # the tier's one CPU Adam build (conftest.py)
-    argv = make_argv("rehearse", f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}")
-    return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
+    variables = (f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}", args_with_token(overrides))
+    return run_make("rehearse", *variables, check=False, env=env, timeout=2400)
 
 
 @pytest.mark.parametrize("name", recipe_names())
@@ -69,6 +74,19 @@ def test_meshes_shrink_keeping_their_structure():
     assert (sp, dp) == (2, 2) and any("sp=8 -> sp=2" in n for n in notes) and any("machines" in n for n in notes)
     assert not any("dp=" in n for n in notes)
     assert mesh(8, 4, 4)[:2] == (2, 2) and mesh(4, 2, 1)[:2] == (2, 2) and mesh(1, 8, 1)[:2] == (1, 4)
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-27b/sft-256k-2x8-u8r2", "llama3.1-8b/sft-2m-4x8-u8r4"])
+def test_a_hybrid_recipe_rehearses_at_u2_r2(name, tmp_path):
+    """Hybrid Ulysses x ring SP recipes (U=8 x R=2 or 4) rehearse on 4 processes at U=2 x R=2: the ring kept; the
+    sp=1 comparison run has none; the miniature's heads scale with U (what they split over)."""
+    from longctx.commands.rehearse import at_sp1
+
+    derived = derive(resolve_recipe(name), tmp_path)
+    assert (derived.sp, derived.ring, derived.ulysses, derived.dp) == (4, 2, 2, 1)
+    assert derived.accelerate["parallelism_config"]["parallelism_config_sp_ring_size"] == 2
+    assert any("Ulysses 8 x ring" in note and "-> Ulysses 2 x ring 2" in note for note in derived.changes)
+    assert "parallelism_config_sp_ring_size" not in at_sp1(derived, tmp_path).accelerate["parallelism_config"]
 
 
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-4B"])
@@ -99,6 +117,77 @@ def test_overrides_apply_to_the_real_recipe_and_the_rehearsals_own_keys_are_refu
     refused = override_problems({"max_length": "4096", "attn_implementation": "sdpa"})
     assert refused and "--attn_implementation, --max_length: the rehearsal sets these itself" in refused[0]
     assert "did you mean `lora_r`" in override_problems({"lora_rr": "8"})[0]
+
+
+def unknown_model_recipe(folder: Path, config) -> Path:
+    """The tiny recipe on packed rows, pointed at a model folder holding only `config`'s config.json (a model type
+    no family row proves): what a user's recipe for a new model looks like."""
+    import yaml
+
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "config.json").write_text(json.dumps(config.to_dict()))
+    recipe = load_yaml_mapping(resolve_recipe("tiny-llama/sft-2k-cpu-sp2"))
+    recipe.update(model_name_or_path=str(folder / "model"), prepare_data="packed")
+    recipe.pop("pad_to_multiple_of")
+    (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    return folder / "recipe.yaml"
+
+
+def test_a_model_type_without_a_proven_row_rehearses_with_the_gate_as_warnings(tmp_path):
+    """The attention-pattern gate would refuse it at sp=2; the rehearsal runs it there anyway, says so, and its sp=1
+    comparison decides. A shipped recipe is never given the switch (test above: it is not in MAY_CHANGE)."""
+    from transformers import MistralConfig
+
+    from longctx.cpu_rehearsal.stand_in_tokenizer import GENERIC_TOKENS, stand_in_tokens
+
+    derived = derive(unknown_model_recipe(tmp_path, MistralConfig(sliding_window=64)), tmp_path / "work")
+    assert derived.recipe["allow_unproven_attention"] is True and derived.sp == 2
+    (note,) = [n for n in derived.changes if n.startswith("attention: not proven exact under SP")]
+    assert "model_type 'mistral', which has no row" in note and "the sp=1 comparison below is the check" in note
+    assert stand_in_tokens({"model_type": "mistral"}) is GENERIC_TOKENS
+
+
+def test_the_sp1_comparison_names_each_step_and_quantity_that_differs():
+    from longctx.cpu_rehearsal.run import differences
+
+    same = {"loss": ({1: 6.0, 2: 5.5}, {1: 6.0000001, 2: 5.5}), "grad_norm": ({1: 2.0, 2: 1.0}, {1: 2.0, 2: 1.0})}
+    assert differences(2, same) == []
+    apart = {"loss": ({1: 6.0, 2: 5.5}, {1: 6.0, 2: 5.6}), "grad_norm": ({1: 2.0, 2: 1.0}, {1: 2.1})}
+    assert differences(2, apart) == [
+        "step 2 loss: 5.5000000 at sp=1, 5.6000000 at sp=2",
+        "step 1 grad_norm: 2.0000000 at sp=1, 2.1000000 at sp=2",
+        "step 2: no grad_norm logged at sp=2",
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_rehearsal_of_a_model_type_without_a_row(tmp_path):
+    """`make rehearse` on a recipe for a model type no row proves (Mistral, its sliding window 64 tokens on packed
+    rows of 256): the gate's warning, then every step's loss and grad norm equal at sp=1 and sp=2 (the isolated sdpa
+    applies the window per document from the layer's `sliding_window`, not from the mask Ulysses drops)."""
+    from transformers import MistralConfig
+
+    proc = rehearse(str(unknown_model_recipe(tmp_path, MistralConfig(sliding_window=64))), tmp_path)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert "attention: not proven exact under SP (" in proc.stdout
+    assert "sp=1: loss and grad norm of all 3 steps equal at sp=1 and sp=2" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_rehearsal_says_where_sp_changes_a_model(tmp_path):
+    """The negative control: LFM2, whose `conv` layers run a short convolution along the sequence inside the layer
+    (accelerate refuses only `linear_attention` layer types, so nothing upstream stops it). Under SP each rank
+    convolves its own shard, restarting at the shard edge: the rehearsal fails at the sp=1 comparison, naming the
+    steps and quantities."""
+    from transformers import Lfm2Config
+
+    config = Lfm2Config(full_attn_idxs=list(range(2, 32, 3)))  # conv, conv, attention, as the real models mix them
+    proc = rehearse(str(unknown_model_recipe(tmp_path, config)), tmp_path)
+    assert proc.returncode != 0, proc.stdout[-3000:]  # the rehearsal's exit 1 (make's own 2)
+    assert "FAILED: sp=1: the SP run computes something else than one process:" in proc.stderr
+    assert "grad_norm: " in proc.stderr and " at sp=1, " in proc.stderr
 
 
 @pytest.mark.distributed

@@ -1,75 +1,62 @@
 """Resume, determinism and a dying rank under sp=2, through the real launch path (accelerate + DeepSpeed, gloo).
 
 Three launches of tests/recipes/resume.yaml (6 steps, checkpoint every 3) share the work:
-  A: uninterrupted, 6 steps, given a (fake) `--hub_token` that must appear nowhere it printed or wrote;
-  B: the same run, but rank 1 SIGKILLs itself entering step 5 (after checkpoint-3 was saved);
+  A: uninterrupted, 6 steps, given a (fake) `--hub_token` that must appear nowhere it printed or wrote (the session's
+     `uninterrupted_resume_run`, tests/conftest.py, which the fault tests compare with too);
+  B: the same run through the launch process of `python -m longctx sft`, but rank 1 SIGKILLs itself entering step 5
+     (after checkpoint-3 was saved);
   B resumed: `--resume_from_checkpoint true` (checkpoint-3) runs steps 4..6.
 Every rank records a fingerprint of the input_ids shard it computes at each step (tests/helpers/resume_probe.py).
 """
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launch import assert_ok, log_history
+from tests.helpers.resume_runs import FAKE_TOKEN, fingerprints, launch_resume, losses
 
 pytestmark = pytest.mark.distributed
 
-PROBE = "tests/helpers/resume_probe.py"
-SP2 = "accelerate_configs/cpu-sp2.yaml"
 KILL_STEP = 5
-FAKE_TOKEN = "hf_NeverPrintThis0123456789abcdef"  # run A is given it as `--hub_token`
 DEATH_BUDGET_S = 150  # start-up (~25 s on 2 busy cores) + 4 steps + torchrun tearing the group down
 
 
-def launch(out: Path, probe: Path, *args: str, env: dict | None = None, timeout: int = 600):
-    probe.mkdir(parents=True, exist_ok=True)
-    argv = ["--config", "tests/recipes/resume.yaml", "--output_dir", str(out), *args]
-    return accelerate_launch(SP2, PROBE, argv, timeout=timeout, env={"PROBE_DIR": str(probe), **(env or {})})
-
-
-def fingerprints(probe: Path) -> dict[int, dict[int, str]]:
-    """{rank: {step: fingerprint}}; a step computed twice (killed, then resumed) keeps its last record."""
-    ranks = {}
-    for path in sorted(probe.glob("rank*.jsonl")):
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
-        ranks[int(path.stem[4:])] = {row["step"]: row["input_ids"] for row in rows}
-    return ranks
-
-
-def losses(rows: list[dict]) -> dict[int, float]:
-    return {row["step"]: row["loss"] for row in rows}
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, uninterrupted_resume_run):
     root = tmp_path_factory.mktemp("resume")
-    full = launch(root / "A", root / "probe-A", "--hub_token", FAKE_TOKEN)
-    assert_ok(full)
+    (root / "A").symlink_to(uninterrupted_resume_run["out"])
+    (root / "probe-A").symlink_to(uninterrupted_resume_run["probe"])
     start = time.monotonic()
-    killed = launch(
+    killed = launch_resume(  # through the launch process of `python -m longctx sft`, which names the dead rank
         root / "B",
         root / "probe-B",
         "--ddp_timeout",
         "30",
         env={"PROBE_KILL_RANK": "1", "PROBE_KILL_STEP": str(KILL_STEP)},
         timeout=DEATH_BUDGET_S + 60,
+        launcher=True,
     )
     died_after = time.monotonic() - start
-    resumed = launch(root / "B", root / "probe-B", "--resume_from_checkpoint", "true")
+    resumed = launch_resume(root / "B", root / "probe-B", "--resume_from_checkpoint", "true")
     assert_ok(resumed)
+    full = uninterrupted_resume_run["proc"]
     return {"root": root, "full": full, "killed": killed, "died_after": died_after, "resumed": resumed}
 
 
+@pytest.mark.faults
 def test_dying_rank_fails_the_launch_in_bounded_time_naming_it(runs):
+    """kill -9 of one rank mid-step: the launch exits 1 (longctx/config/exit_codes.py FAILED) within the bound, and
+    its last words name the rank, how it died and what to do (longctx/launch/supervise.py)."""
     killed = runs["killed"]
-    assert killed.returncode != 0
+    assert killed.returncode == 1, killed.stderr[-3000:]
     assert runs["died_after"] < DEATH_BUDGET_S
-    root_cause = killed.stderr.split("Root Cause", 1)[-1]
-    assert "rank      : 1" in root_cause and "SIGKILL" in root_cause, killed.stderr[-3000:]
+    (said,) = [line for line in killed.stderr.splitlines() if line.startswith("[launch] rank ")]
+    assert said.startswith("[launch] rank 1 (local rank 1, pid ") and "killed by SIGKILL" in said, said
+    assert "--resume_from_checkpoint auto" in killed.stderr.split(said, 1)[1]
+    assert str(runs["root"] / "B" / "checkpoint-3") in killed.stderr.split(said, 1)[1]  # the checkpoint to resume
 
 
 def test_checkpoint_before_the_death_resumes_to_the_uninterrupted_losses(runs):

@@ -17,37 +17,34 @@ import subprocess
 import pytest
 
 from longctx.config.paths import REPO_ROOT
-from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
+from tests.helpers.hub_tokens import args_with_token, env_with_tokens, secret_leaks
+from tests.helpers.make import run_make
 
 RECIPE = "RECIPE=tiny-llama/sft-2k-cpu-sp2"
 
 
-def run(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        argv, cwd=REPO_ROOT, env=env_with_tokens(), capture_output=True, text=True, timeout=600, check=False
-    )
+def run(target: str, *variables: str) -> subprocess.CompletedProcess:
+    """`make TARGET RECIPE=.. VARIABLES ARGS="--hub_token ..."` with HF_TOKEN set; it must exit 0."""
+    return run_make(target, RECIPE, *variables, args_with_token(), env=env_with_tokens())
 
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("target", ["validate", "plan"])
 def test_preflight_targets_show_no_token(target):
-    proc = run(make_argv(target, RECIPE))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run(target)
     assert "preflight ok" in proc.stdout
     assert secret_leaks(proc.stdout + proc.stderr) == []
 
 
 @pytest.mark.subprocess
 def test_make_data_shows_and_writes_no_token():
-    proc = run(make_argv("data", RECIPE))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run("data")
     assert secret_leaks(proc.stdout + proc.stderr, REPO_ROOT / "data/prepared") == []
 
 
 @pytest.mark.subprocess
 def test_make_probe_shows_and_writes_no_token(tmp_path):
-    proc = run(make_argv("probe", RECIPE, f"FLAGS=--json {tmp_path / 'report.json'}"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run("probe", f"FLAGS=--json {tmp_path / 'report.json'}")
     assert "[probe] isolated" in proc.stdout
     assert secret_leaks(proc.stdout + proc.stderr, tmp_path) == []
 

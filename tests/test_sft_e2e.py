@@ -5,14 +5,13 @@ it must show up nowhere in the output, the saved arguments, the trainer state or
 """
 
 import re
-import subprocess
 
 import pytest
 from safetensors.torch import load_file
 
-from tests.helpers import REPO
-from tests.helpers.hub_tokens import env_with_tokens, make_argv, secret_leaks
+from tests.helpers.hub_tokens import args_with_token, env_with_tokens, secret_leaks
 from tests.helpers.launch import log_history
+from tests.helpers.make import run_make
 
 pytestmark = pytest.mark.distributed
 
@@ -23,12 +22,7 @@ def make_sft(tmp_path_factory):
     # `--save_strategy no` is read as TRL reads it (the string "no", not YAML's false)
     # one checkpoint, at the last step: where a token would be saved with the training arguments and states
     args = f"--max_steps 12 --logging_steps 3 --save_strategy steps --save_steps 12 --output_dir {out}"
-    argv = make_argv("sft")
-    argv[-1] += f" {args}"
-    proc = subprocess.run(
-        argv, cwd=REPO, check=False, capture_output=True, text=True, timeout=600, env=env_with_tokens()
-    )
-    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    proc = run_make("sft", args_with_token(args), env=env_with_tokens())
     return proc.stdout + proc.stderr, out
 
 

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from longctx.training.retrieval.haystack import filler_sentence, haystack
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.run_cache import run_cache
 from tests.helpers.zero_configs import zero_variant
 
 pytestmark = pytest.mark.distributed
@@ -101,21 +102,14 @@ def mismatches(base, other) -> list[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("parity")
-    data = tmp / "data"
-    write_rows(data)
-    cache = {}
+def parity_run(tmp, data, sp: int, script: str = "recipes/sft.py", extra: tuple = (), zero2: bool = False):
+    """One run of the gate, by what it varies: sp, the entrypoint, extra recipe overrides, ZeRO-2 for ZeRO-3."""
+    accel = zero_variant(tmp / "zero2", sp, stage=2) if zero2 else None
+    out = tmp / ("-".join(extra) + ("zero2" if zero2 else ""))
+    return train(out, data, sp, script, extra, accel)
 
-    def run(sp: int, script: str = "recipes/sft.py", extra: tuple = (), zero2: bool = False):
-        if (sp, script, extra, zero2) not in cache:
-            accel = zero_variant(tmp / "zero2", sp, stage=2) if zero2 else None
-            out = tmp / ("-".join(extra) + ("zero2" if zero2 else ""))
-            cache[(sp, script, extra, zero2)] = train(out, data, sp, script, extra, accel)
-        return cache[(sp, script, extra, zero2)]
 
-    return run
+runs = run_cache("parity", write_rows, parity_run)
 
 
 def test_shards_carry_unequal_label_tokens(tmp_path):

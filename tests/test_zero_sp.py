@@ -6,13 +6,15 @@ the entrypoint refuses ZeRO-3 with `reduce_scatter: false` before any model exis
 check refuses a config that reached DeepSpeed some other way, and the memory plan plans only what can run.
 """
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from longctx.commands.validate import main as preflight
-from longctx.config.recipe import RecipeError
-from longctx.config.rules.zero import gradient_average_divisor
+from longctx.config.recipe import RecipeError, parse_recipe
+from longctx.config.rules.zero import SCALE_KEYS, gradient_average_divisor, unsupported
 from longctx.memory_plan.estimate import estimate
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
 from tests.helpers.launch import accelerate_launch
@@ -22,8 +24,8 @@ from tests.test_preflight_corpus import write_launch
 NO_REDUCE_SCATTER = {"stage": 3, "reduce_scatter": False}
 
 
-def accelerator_with(zero: dict):
-    plugin = SimpleNamespace(deepspeed_config={"zero_optimization": zero})
+def accelerator_with(zero: dict, **top_level):
+    plugin = SimpleNamespace(deepspeed_config={"zero_optimization": zero, **top_level})
     return SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin))
 
 
@@ -35,6 +37,46 @@ def test_divisors_deepspeed_uses():
     assert gradient_average_divisor({"zero_optimization": NO_REDUCE_SCATTER}) is None
     assert gradient_average_divisor({"zero_optimization": {"stage": 3, "zero_quantized_gradients": True}}) is None
     assert gradient_average_divisor({}) is None  # DeepSpeed's default stage is 0
+
+
+# Keys of the DeepSpeed JSON that change the gradient scale (longctx/config/rules/zero.py SCALE_KEYS), each set as a
+# user would set it; the first is the one the issue measured: predivide equal to the SP group (sp=2, dp=1)
+SCALE_SETTINGS = {
+    "gradient_predivide_factor": {"gradient_predivide_factor": 2.0},
+    "prescale_gradients": {"prescale_gradients": True},
+    "gradient_allreduce_op": {"gradient_allreduce_op": "sum"},
+    "compile.deepcompile": {"compile": {"deepcompile": True}},
+}
+
+
+@pytest.mark.parametrize("key", SCALE_SETTINGS)
+def test_keys_that_change_the_gradient_scale_are_refused_under_sp(key):
+    """Not honoured by the divisor logic, so refused by name under SP (the run-time check refuses them too); at
+    sp=1 DeepSpeed's own averaging is the mean whatever they say, so nothing is refused there."""
+    ds = {"zero_optimization": {"stage": 2, "reduce_scatter": False}, **SCALE_SETTINGS[key]}
+    assert gradient_average_divisor(ds) is None
+    found = unsupported(ds, 2)
+    assert found is not None and found[0] == key and "remove it" in found[2]
+    assert unsupported(ds, 1) is None
+    with pytest.raises(RecipeError, match=f"`{key}`: is "):
+        set_gradient_divisor(accelerator_with(ds["zero_optimization"], **SCALE_SETTINGS[key]), 2)
+    defaults = {"gradient_predivide_factor": 1.0, "prescale_gradients": False, "gradient_allreduce_op": "mean"}
+    assert gradient_average_divisor({"zero_optimization": {"stage": 2}, **defaults}) == "dp"
+    assert set(SCALE_SETTINGS) == set(SCALE_KEYS)
+
+
+def test_entrypoint_refuses_predivide_equal_to_the_sp_group(tmp_path):
+    """The recipe parse the entrypoint runs (recipes/sft.py: parse_recipe) refuses it before any model exists, naming
+    the JSON and the key. Before, ZeRO-2 without reduce_scatter divided the summed gradients by sp x dp for this
+    value, sp times smaller than the SP loss expects, silently."""
+    accel = zero_variant(tmp_path, 2, stage=2, reduce_scatter=False)
+    ds_path = Path(tmp_path / "zero2-reduce_scatter-False.json")
+    ds_path.write_text(json.dumps({**json.loads(ds_path.read_text()), "gradient_predivide_factor": 2.0}))
+    with pytest.raises(RecipeError) as refused:
+        parse_recipe(["--config", "tests/recipes/parity.yaml", "--accelerate_config", accel])
+    text = str(refused.value)
+    assert "zero2-reduce_scatter-False.json: `gradient_predivide_factor`: is 2.0" in text, text
+    assert "fix: remove it (DeepSpeed's default 1.0)" in text
 
 
 def test_run_time_check_refuses_what_reached_deepspeed_anyway():

@@ -1,7 +1,7 @@
 """Prove that packed documents stay isolated on a recipe's attention path, at a given sp size.
 
 Usage:
-    python -m longctx probe RECIPE [--sp N] [--device auto|cpu|cuda] [--no-isolation] [--compare-stock]
+    python -m longctx probe RECIPE [--sp N] [--ring R] [--device auto|cpu|cuda] [--no-isolation] [--compare-stock]
         [--parity] [--json FILE] [-- --attn_implementation sdpa]
     make probe RECIPE=tiny-llama/sft-2k-cpu-sp2 FLAGS="--sp 2"
     make probe RECIPE=llama8b-256k          on a GPU node: sp=8, NCCL, one GPU per rank
@@ -40,6 +40,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m longctx probe", description=__doc__.split("\n")[0])
     parser.add_argument("recipe", help="a recipe name under recipes/ or a path")
     parser.add_argument("--sp", type=int, help="sequence-parallel size; default 1 on CPU, the recipe's on GPUs")
+    parser.add_argument("--ring", type=int, default=1, help="R of a hybrid sp = U x R (Ulysses x ring); default 1")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: cuda when visible")
     parser.add_argument("--no-isolation", action="store_true", help="probe stock sdpa, without the isolation")
     parser.add_argument("--compare-stock", action="store_true", help="also probe stock sdpa in the same launch")
@@ -62,7 +63,8 @@ def launch_command(args: argparse.Namespace, report_path: Path, port: int) -> li
     """`accelerate launch` of the worker: cpu-sp{N}.yaml over gloo, or N GPUs (one per rank) over NCCL."""
     flags = [f for f, on in (("--no-isolation", args.no_isolation), ("--compare-stock", args.compare_stock)) if on]
     flags += ["--parity"] if args.parity else []
-    config_file, launch_flags = f"accelerate_configs/cpu-sp{args.sp}.yaml", []
+    config_file, launch_flags = f"accelerate_configs/{cpu_mesh(args.sp, args.ring)}.yaml", []
+    flags += ["--ring", str(args.ring)] if args.ring > 1 else []
     if args.device == "cuda":
         config_file = None
         launch_flags = ["--multi_gpu", "--num_processes", str(args.sp), "--num_machines", "1"]
@@ -99,6 +101,8 @@ def run_probe(args: argparse.Namespace) -> dict:
 def summarise(report: dict) -> int:
     """Print the verdict; 0 when the probed path isolates documents (and parity holds when asked)."""
     where = f"{report['model']} ({report['attn_implementation']}) at sp={report['sp']}"
+    if report.get("ring", 1) > 1:
+        where += f" = Ulysses {report['sp'] // report['ring']} x ring {report['ring']}"
     print(report["install"])
     if "stock_leaks" in report:
         print(f"[probe] stock sdpa, isolation off: {len(report['stock_leaks'])} leaking document pairs")
@@ -130,9 +134,17 @@ def resolve_device(args: argparse.Namespace) -> str | None:
             return "--device cuda: no CUDA GPU is visible"
         if torch.cuda.device_count() < args.sp:
             return f"sp={args.sp} needs {args.sp} GPUs (one per rank) but {torch.cuda.device_count()} are visible"
-    elif args.sp > 1 and not (REPO_ROOT / f"accelerate_configs/cpu-sp{args.sp}.yaml").is_file():
-        return f"--sp {args.sp}: no accelerate_configs/cpu-sp{args.sp}.yaml to launch with"
+    if args.ring > 1 and (args.sp is None or args.sp % args.ring or args.sp == 1):
+        return f"--ring {args.ring} needs an --sp it divides (sp = Ulysses U x ring R), e.g. --sp {2 * args.ring}"
+    mesh = f"accelerate_configs/{cpu_mesh(args.sp, args.ring)}.yaml"
+    if args.device != "cuda" and args.sp > 1 and not (REPO_ROOT / mesh).is_file():
+        return f"--sp {args.sp}: no {mesh} to launch with"
     return None
+
+
+def cpu_mesh(sp: int, ring: int) -> str:
+    """The CPU accelerate YAML's name for sp (and a ring): cpu-sp4, cpu-sp4-u2r2."""
+    return f"cpu-sp{sp}" if ring == 1 else f"cpu-sp{sp}-u{sp // ring}r{ring}"
 
 
 def recipe_sp(recipe: str, overrides: dict | None = None) -> int:

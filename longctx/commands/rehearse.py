@@ -7,7 +7,8 @@ Recipe overrides after `--` apply to the real recipe before it is shrunk, except
 itself (its size, folders and what a CPU cannot run: `SET_BY_REHEARSAL`), which are refused.
 
 Prints what it changed from the real recipe, then runs preflight, data preparation, training with a
-checkpoint, a resume from it, loading the saved model back and a first-step loss comparison with sp=1.
+checkpoint, a resume from it, loading the saved model back and a comparison with sp=1 (every step's loss and grad
+norm; the check of a model type no family row proves: docs/adding-a-model.md).
 Exit 0 when every step passed, 1 when one failed (its output tail is shown), 2 for an unknown recipe.
 """
 
@@ -29,10 +30,11 @@ def at_sp1(derived: Derived, work: Path) -> Derived | None:
     if derived.sp == 1 and derived.dp == 1:
         return None
     sp1 = copy.deepcopy(derived)
-    sp1.sp = sp1.dp = 1
+    sp1.sp = sp1.dp = sp1.ring = 1
     sp1.deepspeed = None  # the accelerate YAML keeps pointing at the rehearsal's DeepSpeed JSON
     pc = sp1.accelerate["parallelism_config"]
     pc.update(parallelism_config_sp_size=1, parallelism_config_dp_shard_size=1)
+    pc.pop("parallelism_config_sp_ring_size", None)
     sp1.accelerate["num_processes"] = 1
     sp1.recipe.update(accelerate_config=str(work / "accelerate-sp1.yaml"), output_dir=str(work / "out-sp1"))
     sp1.recipe["gradient_accumulation_steps"] = int(derived.recipe.get("gradient_accumulation_steps", 1)) * derived.dp
@@ -58,7 +60,8 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     stock = stock_template(name)
     template_path = resolve_chat_template(raw.get("chat_template_path"))
     template = stock[0] if stock else (template_path.read_text() if template_path else None)
-    return write_model(work / "model", snapshot, derived.sp, corpus, name, template)
+    sensitive = bool(derived.recipe.get("allow_unproven_attention"))  # the rehearsal is the model's SP check
+    return write_model(work / "model", snapshot, derived.sp, corpus, name, template, derived.ulysses, sensitive)
 
 
 def override_problems(overrides: dict) -> list[str]:

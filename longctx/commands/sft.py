@@ -2,8 +2,11 @@
 
 The accelerate YAML comes from the recipe's one `accelerate_config` key (or an `--accelerate_config` override),
 so recipe and topology are never typed twice. The launch line is printed (secrets masked) before it runs, so
-it can be copied into a cluster script. On one machine the rendezvous gets a free port; across machines
-(scripts/slurm/sft.sbatch) the caller names the main node and port, and each node its rank.
+it can be copied into a cluster script. On one machine the rendezvous gets a free port; across machines the caller
+names the main node and port, and each node its rank: as flags (scripts/slurm/sft.sbatch), or in the environment
+Kubernetes and torchrun set (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT: longctx/launch/
+cluster_env.py; scripts/kubernetes/pytorchjob.yaml). The launch then becomes longctx/launch/supervise.py, accelerate's
+launcher plus preemption forwarding and one exit status per outcome (longctx/config/exit_codes.py).
 """
 
 import argparse
@@ -13,7 +16,8 @@ from longctx.config.keys import recipe_with_overrides, split_argv
 from longctx.config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
 from longctx.config.recipe import RecipeError, exit_on_recipe_error
 from longctx.config.topology import ConfigError, read_topology
-from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port, replace_process
+from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port, replace_process, supervised
+from longctx.launch.cluster_env import cluster_machines, consume
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -41,21 +45,45 @@ def accelerate_config_of(recipe_path, overrides: list[str]) -> str:
     return value
 
 
+def take_cluster_env(args, accel: str) -> None:
+    """Fill the machine flags not given on the command line from the cluster's environment (cluster_env.py)."""
+    try:
+        cluster = cluster_machines()
+    except ValueError as exc:
+        raise RecipeError(accel, [f"the cluster environment: {exc}"]) from None
+    if cluster is None:
+        return
+    consume()  # as flags from here on (the launcher's own preflight would otherwise join a process group)
+    if args.num_machines is None:
+        args.num_machines, args.machines_from = cluster.num_machines, cluster.said()
+    if args.machine_rank is None:
+        args.machine_rank = cluster.machine_rank
+    args.main_process_ip = args.main_process_ip or cluster.main_ip
+    args.main_process_port = args.main_process_port or cluster.main_port
+
+
 def machines_flags(args, accel: str) -> list[str]:
     """accelerate's flags for a launch across machines; [] on one machine. RecipeError on a mismatch."""
     from longctx.config.paths import repo_path
 
     wanted = read_topology(repo_path(accel)).num_machines
     if args.num_machines is not None and args.num_machines != wanted:
-        fix = f"use {wanted} machines (under SLURM: sbatch --nodes {wanted})"
-        raise RecipeError(accel, [f"asks for num_machines={wanted} but the launch has {args.num_machines}; {fix}"])
+        fix = f"use {wanted} machines (under SLURM: sbatch --nodes {wanted}; Kubeflow: {wanted} pods / numNodes)"
+        given = getattr(args, "machines_from", None) or "the launch"
+        world = args.num_machines * read_topology(repo_path(accel)).processes_per_machine
+        raise RecipeError(
+            accel,
+            [f"asks for num_machines={wanted} but {given} has {args.num_machines} (world size {world}); {fix}"],
+        )
     if wanted == 1 or args.dry_run and args.machine_rank is None or args.no_launch:
         return []
     given = {"--machine-rank": args.machine_rank, "--main-process-ip": args.main_process_ip}
     given["--main-process-port"] = args.main_process_port
     missing = [flag for flag, value in given.items() if value is None]
     if missing:
-        raise RecipeError(accel, [f"num_machines={wanted}: give {', '.join(missing)} (scripts/slurm/sft.sbatch does)"])
+        where = "scripts/slurm/sft.sbatch passes them; Kubeflow and torchrun set PET_NNODES, PET_NODE_RANK, "
+        where += "PET_MASTER_ADDR and PET_MASTER_PORT, which are read when the flags are not given"
+        raise RecipeError(accel, [f"num_machines={wanted}: give {', '.join(missing)} ({where})"])
     return ["--num_machines", str(wanted), "--machine_rank", str(args.machine_rank)]
 
 
@@ -82,6 +110,8 @@ def main(argv: list[str]) -> int:
         if not resolve_recipe(args.recipe).is_file():
             raise RecipeError(args.recipe, [unknown_recipe_message(args.recipe)])
         accel = accelerate_config_of(resolve_recipe(args.recipe), overrides)
+        take_cluster_env(args, accel)
+        machines_flags(args, accel)  # a machine count other than the YAML's is refused before preflight and data
         if not (args.dry_run or args.no_checks):
             from longctx.launch.prepare import prepare_launch
 
@@ -97,4 +127,4 @@ def main(argv: list[str]) -> int:
     announce(cmd)
     if args.dry_run:
         return 0
-    replace_process(cmd)
+    replace_process(supervised(cmd))

@@ -43,7 +43,9 @@ def moe_sizes(config: dict) -> dict:
     """Arch's MoE fields from a config (Qwen3-MoE keys, gpt-oss/Mixtral's `num_local_experts`); {} when dense.
 
     Which layers are MoE follows transformers' Qwen3-MoE rule: not in `mlp_only_layers`, and every
-    `decoder_sparse_step`-th layer (1: all); gpt-oss and Mixtral have neither key, so every layer is MoE.
+    `decoder_sparse_step`-th layer (1: all); gpt-oss, Mixtral and Qwen3.5-MoE have neither key, so every layer is
+    MoE. A shared expert (Qwen3.5-MoE, Qwen3-Next: `shared_expert_intermediate_size`) is a gated MLP every token
+    runs beside its top-k experts, scaled by a one-output sigmoid gate.
     """
     experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
     if not experts:
@@ -53,4 +55,11 @@ def moe_sizes(config: dict) -> dict:
     moe_layers = sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
     top_k = int(config.get("num_experts_per_tok") or config.get("experts_per_token") or 1)
     width = int(config.get("moe_intermediate_size") or config["intermediate_size"])
-    return {"experts": experts, "top_k": top_k, "expert_intermediate": width, "moe_layers": moe_layers}
+    shared = int(config.get("shared_expert_intermediate_size") or 0)
+    return {
+        "experts": experts,
+        "top_k": top_k,
+        "expert_intermediate": width,
+        "moe_layers": moe_layers,
+        "shared_intermediate": shared,
+    }

@@ -7,6 +7,12 @@ the current world size is 2"). Every checkpoint this repository saves carries `t
 The record also holds the run's batch (rows per optimizer step) and schedule horizon: a resume on another
 dp must keep the rows per step, or every resumed step trains other rows, the skip lands elsewhere in the
 data and an epoch-based schedule stretches (`batch_mismatch`).
+A checkpoint is complete when its `topology.json` exists and the mark of a save in progress does not: the trainer
+marks a save as begun before its first file and writes `topology.json` last, atomically, after every rank's files
+are on disk (longctx/training/checkpoints/commit.py). `resume_from_checkpoint: auto` resumes the
+newest complete one or starts fresh; a folder a crash left without the record is never chosen, and the
+rotation that `save_total_limit` asks for (`rotation`) deletes only complete checkpoints older than the newest
+ones it keeps, so the last complete checkpoint survives until a newer one is complete.
 No torch or accelerate import: preflight calls this for a whole catalog.
 """
 
@@ -14,13 +20,40 @@ import glob
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 TOPOLOGY_FILE = "topology.json"
+SAVING_MARK = ".save-in-progress"  # created before a save's first file, removed after its `topology.json`
 UNIVERSAL_LATEST = (
     "latest_universal"  # written by longctx/training/checkpoints/universal.py next to DeepSpeed's `latest`
 )
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def checkpoint_folders(output_dir: str | Path) -> list[tuple[int, Path]]:
+    """Every `checkpoint-N` folder under output_dir as (N, path), oldest step first."""
+    found = []
+    for path in Path(output_dir).glob("checkpoint-*"):
+        match = _CHECKPOINT.match(path.name)
+        if match and path.is_dir():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def completion_marker(folders: list[tuple[int, Path]]) -> str:
+    """The file whose presence marks a complete checkpoint among `folders`: `topology.json` (written last, by
+    this repository) once any folder has it; for checkpoints saved elsewhere, the Trainer's last file."""
+    return TOPOLOGY_FILE if any((path / TOPOLOGY_FILE).is_file() for _, path in folders) else "trainer_state.json"
+
+
+def complete_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
+    """The complete `checkpoint-N` folders under output_dir, oldest step first: holding the completion marker and
+    not the mark of a save in progress (a save this repository began and did not finish, even the very first one
+    of a run, which the Trainer's own last file would otherwise pass)."""
+    found = checkpoint_folders(output_dir)
+    marker = completion_marker(found)
+    return [(step, path) for step, path in found if (path / marker).is_file() and not (path / SAVING_MARK).exists()]
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
@@ -30,35 +63,94 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     mid-save leaves a folder without it, and the previous checkpoint is the one to resume. Checkpoints
     saved elsewhere have no record, so among those `trainer_state.json` (the Trainer's last file) decides.
     """
-    found = []
-    for path in Path(output_dir).glob("checkpoint-*"):
-        match = _CHECKPOINT.match(path.name)
-        if match and path.is_dir():
-            found.append((int(match.group(1)), path))
-    marker = TOPOLOGY_FILE if any((path / TOPOLOGY_FILE).is_file() for _, path in found) else "trainer_state.json"
-    complete = [(step, path) for step, path in found if (path / marker).is_file()]
-    return max(complete)[1] if complete else None
+    complete = complete_checkpoints(output_dir)
+    return complete[-1][1] if complete else None
+
+
+def rotation(output_dir: str | Path, keep: int | None, protect: str | Path | None = None) -> list[Path]:
+    """The folders a rotation to `keep` checkpoints deletes: complete ones older than the newest `keep` complete
+    ones, and incomplete ones (left by a crash mid-save) older than the newest complete one; never the newest
+    complete checkpoint, nor `protect` (the Trainer's best checkpoint). `keep` None or 0: nothing."""
+    complete = complete_checkpoints(output_dir)
+    if not keep or not complete:
+        return []
+    newest = complete[-1][0]
+    kept = {path for _, path in complete[-max(keep, 1) :]}
+    done = {path for _, path in complete}
+    stale = [path for step, path in checkpoint_folders(output_dir) if path not in done and step < newest]
+    older = [path for _, path in complete if path not in kept]
+    keep_also = Path(protect).resolve() if protect else None
+    return [path for path in older + stale if path.resolve() != keep_also]
+
+
+def nearest_existing(path: str | Path) -> Path:
+    """`path`, or its nearest ancestor that exists: where a folder about to be written will live."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write `text` so that `path` holds either its old content or all of the new: a temporary file beside it,
+    flushed to disk, renamed over it (atomic on POSIX), then the folder's entry flushed too."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def write_record(path: str | Path, record: dict) -> None:
+    """A JSON record written atomically (`write_atomically`): the completion mark of a checkpoint."""
+    write_atomically(path, json.dumps(record, indent=2))
+
+
+def auto_resume_line(found: str | None, output_dir: str | Path) -> str:
+    """What `resume_from_checkpoint: auto` chose, as the run reports it."""
+    if found:
+        return f"auto: resuming from {found}, the latest complete checkpoint"
+    return f"auto: {output_dir} holds no complete checkpoint-N folder, so the run starts fresh"
 
 
 def resolve_resume(value, output_dir: str | Path) -> str | None:
-    """`resume_from_checkpoint` as a folder: `true` means the latest checkpoint in output_dir.
+    """`resume_from_checkpoint` as a folder: `true` means the latest checkpoint in output_dir, `auto` the latest
+    or None (a fresh start) when there is none, so one command both starts and resumes a run (a requeued job).
 
     A missing folder is an error here rather than deep in the Trainer, with the checkpoints that do exist.
     """
     if value in (None, "", False) or str(value).lower() in ("false", "none"):
         return None
+    if str(value).lower() == "auto":
+        latest = latest_checkpoint(output_dir)
+        return str(latest) if latest else None
     if str(value).lower() == "true":
         latest = latest_checkpoint(output_dir)
         if latest is None:
             raise ValueError(
                 f"`resume_from_checkpoint: true` but {output_dir} holds no complete checkpoint-N folder; "
-                "train with `save_strategy: steps` first, or drop the key to start fresh"
+                "train with `save_strategy: steps` first, use `auto` to start fresh when there is none, "
+                "or drop the key to start fresh"
             )
         return str(latest)
     if not Path(value).is_dir():
         latest = latest_checkpoint(output_dir)
         hint = f"the latest in output_dir is {latest}" if latest else f"{output_dir} holds no checkpoint"
-        raise ValueError(f"`resume_from_checkpoint`: {value} is not a folder ({hint}); pass `true` for the latest")
+        raise ValueError(
+            f"`resume_from_checkpoint`: {value} is not a folder ({hint}); pass `true` for the latest "
+            "(or `auto`: the latest, or a fresh start when there is none)"
+        )
     return str(value)
 
 

@@ -121,12 +121,28 @@ class RecipeArguments(_script_arguments_base()):
         },
     )
     retrieval_eval_samples: int = field(default=2, metadata={"help": "Examples per cell of that slice (6 cells)."})
+    allow_unproven_attention: bool = field(
+        default=False,
+        metadata={
+            "help": "Under SP, warn instead of refusing a model type, layer type or attention implementation the "
+            "model-family registry does not prove exact (longctx/config/rules/attention_patterns.py). The CPU "
+            "rehearsal sets it to compare sp=1 with sp=2 on a model without a proven row; a real run should not."
+        },
+    )
     allow_cross_document_attention: bool = field(
         default=False,
         metadata={
             "help": "Let packed documents attend to each other (no document isolation). Off by default: sdpa keeps "
             "them apart by splitting attention at position_ids restarts, at any sp size "
             "(longctx/training/attention/isolation.py)."
+        },
+    )
+    on_nonfinite: Literal["stop", "skip"] = field(
+        default="stop",
+        metadata={
+            "help": "A step whose loss or gradient norm is NaN or Inf on any rank: `stop` the run there, naming the "
+            "step, the rank and the last good checkpoint (exit 3), or `skip` its update and go on, counted in the "
+            "log as `nonfinite_skipped` (longctx/training/faults/guard.py). Never trains on such a step."
         },
     )
     step_record: str | None = field(

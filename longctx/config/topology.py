@@ -31,6 +31,12 @@ class Topology:
     sp_attn_implementation: str | None
     sp_seq_length_is_variable: bool
     sp_seq_length: int | None
+    sp_ring_size: int = 1  # R of the hybrid sp = U x R (longctx/training/sequence_parallel/hybrid.py); 1: Ulysses
+
+    @property
+    def sp_ulysses_size(self) -> int:
+        """U: the ranks of one Ulysses group (heads split U ways); sp itself without a ring."""
+        return self.sp_size // max(self.sp_ring_size, 1)
 
     @property
     def world_size(self) -> int:
@@ -78,6 +84,7 @@ def read_topology(path: str | Path) -> Topology:
             sp_attn_implementation=pc.get(PARALLELISM_PREFIX + "sp_attn_implementation"),
             sp_seq_length_is_variable=bool(pc.get(PARALLELISM_PREFIX + "sp_seq_length_is_variable", True)),
             sp_seq_length=int(seq_length) if seq_length is not None else None,
+            sp_ring_size=int(pc.get(PARALLELISM_PREFIX + "sp_ring_size", 1)),
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: a size key is not an integer ({exc}); sizes must be whole numbers") from None

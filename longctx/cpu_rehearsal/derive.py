@@ -26,6 +26,11 @@ class Derived:
     sp: int
     dp: int
     changes: list[str] = field(default_factory=list)
+    ring: int = 1  # R of a hybrid sp = U x R (longctx/training/sequence_parallel/); 1: Ulysses
+
+    @property
+    def ulysses(self) -> int:
+        return self.sp // self.ring
 
 
 def mesh(sp: int, dp: int, machines: int) -> tuple[int, int, list[str]]:
@@ -48,7 +53,19 @@ def mesh(sp: int, dp: int, machines: int) -> tuple[int, int, list[str]]:
     return new_sp, new_dp, notes
 
 
-def derive_accelerate(raw: dict, sp: int, dp: int, ds_path: Path | None) -> dict:
+def ring_mesh(ulysses: int, ring: int, sp: int) -> tuple[int, list[str]]:
+    """R of the rehearsal's sp: a recipe with a ring keeps one (R >= 2) and Ulysses groups of at most 2, so a
+    4-process rehearsal of any hybrid recipe runs U=2 x R=2 (a pure ring stays pure: U=1 x R=sp)."""
+    if ring == 1 or sp == 1:
+        return 1, []
+    new_ulysses = min(ulysses, max(sp // 2, 1))
+    new_ring = sp // new_ulysses
+    if (new_ulysses, new_ring) == (ulysses, ring):
+        return ring, []
+    return new_ring, [f"mesh: Ulysses {ulysses} x ring {ring} -> Ulysses {new_ulysses} x ring {new_ring}"]
+
+
+def derive_accelerate(raw: dict, sp: int, dp: int, ds_path: Path | None, ring: int = 1) -> dict:
     out = {k: v for k, v in raw.items() if k not in ("main_process_ip", "main_process_port")}
     out.update(num_machines=1, machine_rank=0, num_processes=sp * dp, use_cpu=False)
     pc = dict(out.get("parallelism_config") or {})
@@ -58,6 +75,9 @@ def derive_accelerate(raw: dict, sp: int, dp: int, ds_path: Path | None) -> dict
         parallelism_config_dp_replicate_size=1,
         parallelism_config_sp_attn_implementation="sdpa",
     )
+    pc.pop("parallelism_config_sp_ring_size", None)
+    if ring > 1:
+        pc["parallelism_config_sp_ring_size"] = ring
     out["parallelism_config"] = pc
     if ds_path is not None:
         out["deepspeed_config"] = {**out["deepspeed_config"], "deepspeed_config_file": str(ds_path)}
@@ -112,7 +132,9 @@ def sized(work: Path) -> dict:
 
 # Recipe overrides the rehearsal refuses: it sets these itself (a CPU cannot run the real value, or the value
 # is the miniature's size or folder), so an override would change nothing or break the rehearsal.
-SET_BY_REHEARSAL = frozenset(SET_FOR_CPU) | frozenset(sized(Path("."))) | {"pad_to_multiple_of"}
+SET_BY_REHEARSAL = (
+    frozenset(SET_FOR_CPU) | frozenset(sized(Path("."))) | {"pad_to_multiple_of", "allow_unproven_attention"}
+)
 
 
 def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
@@ -150,10 +172,34 @@ def derive(recipe_path: Path, work: Path, overrides: dict | None = None) -> Deri
     accel = load_yaml_mapping(accel_path)
     topo = read_topology(accel_path)
     sp, dp, notes = mesh(topo.sp_size, topo.world_size // topo.sp_size, topo.num_machines)
+    ring, ring_notes = ring_mesh(topo.sp_ulysses_size, topo.sp_ring_size, sp)
+    notes += ring_notes
     ds = None
     if topo.distributed_type == "DEEPSPEED":
         ds, ds_notes = derive_deepspeed(json.loads(repo_path(topo.deepspeed_config_file).read_text()))
         notes += ds_notes
     recipe, recipe_notes = derive_recipe(raw, work, sp)
-    accelerate = derive_accelerate(accel, sp, dp, work / "deepspeed.json" if ds is not None else None)
-    return Derived(recipe, accelerate, ds, sp, dp, notes + recipe_notes)
+    recipe_notes += allow_unproven_attention(raw, recipe, sp)
+    accelerate = derive_accelerate(accel, sp, dp, work / "deepspeed.json" if ds is not None else None, ring)
+    return Derived(recipe, accelerate, ds, sp, dp, notes + recipe_notes, ring)
+
+
+def allow_unproven_attention(raw: dict, recipe: dict, sp: int) -> list[str]:
+    """A model the attention-pattern gate refuses under SP (no family row, or a layer type not proven) still
+    rehearses at sp > 1, with the gate's errors as warnings: the rehearsal's sp=1 comparison is how to find out
+    whether SP keeps it exact (docs/adding-a-model.md). Returns the note, or nothing for a proven model."""
+    from types import SimpleNamespace
+
+    from longctx.config.rules.attention_patterns import pattern_problems, recipe_model_config
+
+    source = SimpleNamespace(
+        model_config_source=raw.get("model_config_source"), model_config_overrides=raw.get("model_config_overrides")
+    )
+    config, name = recipe_model_config(source, SimpleNamespace(model_name_or_path=raw.get("model_name_or_path")))
+    problems = [] if config is None else pattern_problems(config, sp, "sdpa", "recipe", name)
+    if not problems:
+        return []
+    recipe["allow_unproven_attention"] = True
+    why = problems[0].message.split(": ", 1)[0] if len(problems) == 1 else f"{len(problems)} layer types"
+    note = f"attention: not proven exact under SP ({why}); rehearsed anyway with `allow_unproven_attention: true`, "
+    return [note + "the sp=1 comparison below is the check (`make validate` still refuses the real recipe)"]

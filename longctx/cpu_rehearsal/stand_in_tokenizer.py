@@ -20,18 +20,17 @@ from longctx.config.linear_layers import text_config
 from longctx.config.paths import repo_path
 from longctx.miniature import miniature_config
 
+# A model type whose family row has no `stand_in_tokens` (or that has no row: the rehearsal is how to check one
+# before writing it) gets a BPE with one end-of-text token: its chat tokens are then split into pieces, which
+# changes the data, not the SP comparison
+GENERIC_TOKENS = StandInTokens(bos=None, eos="<|endoftext|>", pad=None)
+
 
 def stand_in_tokens(config: dict) -> StandInTokens:
     """The family's special tokens as its tokenizer_config.json publishes them (the family row's
-    `stand_in_tokens`: typed there, the tokenizers are not on disk)."""
+    `stand_in_tokens`: typed there, the tokenizers are not on disk), or GENERIC_TOKENS."""
     family = family_of(config)
-    if family is None or family.stand_in_tokens is None:
-        kind = config.get("model_type", "")
-        raise ValueError(
-            f"no stand-in tokenizer for model_type {kind!r}: give its family row `stand_in_tokens` "
-            "(longctx/config/families/, docs/adding-a-model.md)"
-        )
-    return family.stand_in_tokens
+    return family.stand_in_tokens if family is not None and family.stand_in_tokens else GENERIC_TOKENS
 
 
 def tokenizer_on_disk(name: str) -> Path | None:
@@ -86,8 +85,27 @@ def token_ids(tokenizer) -> dict:
     }
 
 
-def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe_model: str, template) -> list[str]:
-    """Write the miniature's config.json and tokenizer into `folder`; returns what differs from the real model."""
+# The weights' scale when the rehearsal is the check of a model no family row proves (the parity miniatures' scale,
+# tests/recipes/models/tiny-gpt-oss): at a real model's 0.02 a 2-layer miniature's layers barely move its loss, so
+# a difference SP makes hides below the comparison's tolerance. Measured on an LFM2 miniature, whose convolution
+# restarts at the shard edge under SP (its loss with the convolution run per half of a 256-token row against
+# whole): 1.6e-7 relative at 0.02, 8.7e-5 at 0.2.
+SENSITIVE_INIT = 0.2
+
+
+def write_model(
+    folder: Path,
+    snapshot: Path,
+    sp: int,
+    corpus: list[str],
+    recipe_model: str,
+    template,
+    ulysses: int | None = None,
+    sensitive: bool = False,
+) -> list[str]:
+    """Write the miniature's config.json and tokenizer into `folder`; returns what differs from the real model.
+    `ulysses`: U of a hybrid sp = U x R, which the attention heads split over (sp without a ring). `sensitive`:
+    weights drawn at SENSITIVE_INIT (the rehearsal checks a model no family row proves)."""
     from transformers import AutoTokenizer
 
     config = text_config(json.loads((snapshot / "config.json").read_text()))
@@ -96,11 +114,20 @@ def write_model(folder: Path, snapshot: Path, sp: int, corpus: list[str], recipe
         tokenizer = AutoTokenizer.from_pretrained(own)
         notes = [f"tokenizer: the recipe's own, from {own}"]
     else:
-        tokenizer = stand_in_tokenizer(stand_in_tokens(config), corpus, template)
+        spec = stand_in_tokens(config)
+        tokenizer = stand_in_tokenizer(spec, corpus, template)
         ids = f"bos={tokenizer.bos_token}, eos={tokenizer.eos_token}, pad={tokenizer.pad_token}"
         line = f"tokenizer: {recipe_model}'s is not on disk; a {len(tokenizer)}-token BPE stands in with its special "
         notes = [line + f"tokens ({ids}) and stock chat template (the recipe's chat_template_path replaces it)"]
-    mini = miniature_config(config, sp, len(tokenizer), token_ids(tokenizer))
+        if spec is GENERIC_TOKENS:
+            notes[0] += f"; model_type {config.get('model_type')!r} has no stand-in tokens in longctx/config/families/"
+            notes[0] += ": only an end-of-text token is special"
+    mini = miniature_config(config, sp, len(tokenizer), token_ids(tokenizer), ulysses=ulysses)
+    if sensitive:
+        mini["initializer_range"] = SENSITIVE_INIT
+        notes.append(
+            f"weights: std {SENSITIVE_INIT} (real {config.get('initializer_range')}), so a difference SP makes shows"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(mini, indent=2) + "\n")
     tokenizer.save_pretrained(folder)

@@ -25,6 +25,7 @@ from longctx.config.paths import REPO_ROOT, launch_path
 from longctx.training.credentials import redact_argv
 
 ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
+SUPERVISOR = [sys.executable, "-m", "longctx.launch.supervise"]  # accelerate's launcher in-process, plus faults
 REFUSED_FLAGS = ("--cpu", "--use_deepspeed")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -45,9 +46,15 @@ def accelerate_argv(config_file: str | None, target: list[str], launch_flags=(),
     return argv + (["--main_process_port", str(port)] if port is not None else []) + list(target)
 
 
+def supervised(argv: list[str]) -> list[str]:
+    """The same launch as a training run's launcher (longctx/launch/supervise.py: accelerate's own launcher in this
+    process, plus preemption forwarding, one exit status per outcome and the name of a rank that died)."""
+    return SUPERVISOR + argv[len(ACCELERATE) :] if argv[: len(ACCELERATE)] == ACCELERATE else argv
+
+
 def shown(argv: list[str]) -> str:
     """The line as a person types it (`accelerate launch ...`), every secret masked."""
-    if argv[: len(ACCELERATE)] == ACCELERATE:
+    if argv[: len(ACCELERATE)] in (ACCELERATE, SUPERVISOR):
         argv = ["accelerate", "launch", *argv[len(ACCELERATE) :]]
     return shlex.join(redact_argv(argv))
 

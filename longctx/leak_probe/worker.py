@@ -214,6 +214,7 @@ def main() -> None:
     parser.add_argument("--compare-stock", action="store_true")
     parser.add_argument("--parity", action="store_true")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--ring", type=int, default=1, help="R of a hybrid sp = U x R")
     own, overrides = split_argv(sys.argv[1:])  # recipe overrides after `--`, as the probe's command line got them
     args = parser.parse_args(own)
     sp, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
@@ -224,9 +225,14 @@ def main() -> None:
     # DeepSpeed's SP groups live on deepspeed.comm: NCCL between GPUs, gloo between CPU processes
     deepspeed.init_distributed(dist_backend="nccl" if args.device == "cuda" else "gloo")
     isolation = not args.no_isolation
+    if args.ring > 1:  # hybrid Ulysses x ring: register_ulysses then builds it (longctx/training/sequence_parallel)
+        from longctx.training.sequence_parallel.hybrid import use_ring
+
+        use_ring(args.ring)
     report = run(
         args.recipe, sp, rank, isolation, args.compare_stock, args.parity, args.device, override_values(overrides)
     )
+    report["ring"] = args.ring
     if rank == 0:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -6,8 +6,9 @@ layers in `linear` (longctx/memory_plan/linear_attention.py); `layers` counts ev
 Mixture-of-experts models (Qwen3-MoE, gpt-oss, Mixtral): model states count every expert (ZeRO-3 partitions and
 gathers them all: transformers 5.23 holds a layer's experts in one module, gathered whole), activations and
 FLOPs the `top_k` experts each token runs (`active_intermediate`), plus the router. Layers outside the MoE set
-(Qwen3-MoE's `mlp_only_layers`, `decoder_sparse_step`) keep the dense MLP of width `intermediate`.
-Dense models have `experts == 0`.
+(Qwen3-MoE's `mlp_only_layers`, `decoder_sparse_step`) keep the dense MLP of width `intermediate`. A shared
+expert (Qwen3.5-MoE, Qwen3-Next: a gated MLP of width `shared_intermediate` and a one-output gate) runs for every
+token: counted in states, activations and FLOPs alike. Dense models have `experts == 0`.
 """
 
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ class Arch:
     top_k: int = 0  # experts each token runs
     expert_intermediate: int = 0  # one expert's intermediate size
     moe_layers: int = 0  # layers whose MLP is the MoE block (the rest are dense, `intermediate`)
+    shared_intermediate: int = 0  # the shared expert's width, every token runs it (0: none)
 
     @classmethod
     def from_config(cls, config: dict) -> "Arch":
@@ -54,8 +56,10 @@ class Arch:
         )
 
     def moe_mlp_params(self, experts: int) -> int:
-        """One MoE layer's MLP weights with `experts` of its experts counted, plus the router."""
-        return experts * 3 * self.hidden * self.expert_intermediate + self.hidden * self.experts
+        """One MoE layer's MLP weights with `experts` of its experts counted, plus the router and the shared expert
+        with its gate (if any)."""
+        shared = 3 * self.hidden * self.shared_intermediate + self.hidden if self.shared_intermediate else 0
+        return experts * 3 * self.hidden * self.expert_intermediate + self.hidden * self.experts + shared
 
     def mlp_params(self, experts: int) -> float:
         """Mean MLP weights per layer with `experts` experts of each MoE layer counted (all, or the active)."""
@@ -67,10 +71,11 @@ class Arch:
 
     @property
     def active_intermediate(self) -> float:
-        """Mean per-token MLP intermediate width per layer: top_k experts' in MoE layers, `intermediate` in dense."""
+        """Mean per-token MLP intermediate width per layer: top_k experts' (and the shared expert's) in MoE layers,
+        `intermediate` in dense."""
         if not self.moe_layers:
             return self.intermediate
-        moe = self.top_k * self.expert_intermediate
+        moe = self.top_k * self.expert_intermediate + self.shared_intermediate
         return (self.moe_layers * moe + (self.layers - self.moe_layers) * self.intermediate) / self.layers
 
     @property

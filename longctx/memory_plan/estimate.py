@@ -97,6 +97,7 @@ def estimate(
     sub_group_size: float = DEFAULT_SUB_GROUP,
     selective_ckpt: bool = False,
     offload_ratio: float = 1.0,
+    ring: int = 1,
 ) -> MemoryPlan:
     """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
 
@@ -109,11 +110,12 @@ def estimate(
     `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
     `offload_ratio`: DeepSpeed's `offload_optimizer.ratio` (ZeRO-3 partial offload): the optimizer sub-groups kept on
     the GPU count there (terms.model_states), the rest on the host (longctx/memory_plan/host.py).
+    `ring`: R of hybrid SP (sp = U x R): attention holds seq / R tokens of H / U heads, plus the ring's buffers.
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
     mixers = (
-        terms.attention(arch, micro_batch * seq_len, sp, attention) if arch.linear_layers < arch.layers else 0.0,
+        terms.attention(arch, micro_batch * seq_len, sp, attention, ring) if arch.linear_layers < arch.layers else 0.0,
         linear_attention.working_set(arch.linear, micro_batch * seq_len, sp, linear_kernel) if arch.linear else 0.0,
     )
     layer = (

@@ -99,17 +99,31 @@ def hidden_states(arch: Arch, s: int, kernels: str = "hf") -> float:
     return copies(kernels)["hidden"] * s * arch.hidden * BF16
 
 
-def attention(arch: Arch, seq: int, sp: int, backend: str = "sdpa") -> float:
+def attention(arch: Arch, seq: int, sp: int, backend: str = "sdpa", ring: int = 1) -> float:
     """After Ulysses' all-to-all a rank holds the full sequence for H / sp query heads and max(KV / sp, 1) KV
     heads (DeepSpeed-Ulysses, arXiv 2309.14509; KV heads are replicated when fewer than sp): q, k, v, out
     and what the kernel's backward adds (ATTENTION_COPIES measured for sdpa on CPU, FLASH_ATTENTION_COPIES
-    for FlashAttention), plus the all-to-all's buffers under SP. Neither kernel builds S x S."""
-    q_heads, kv_heads = arch.heads / sp, max(arch.kv_heads / sp, 1)
+    for FlashAttention), plus the all-to-all's buffers under SP. Neither kernel builds S x S.
+    Hybrid SP (sp = U x R, `ring` = R): the all-to-all runs over U ranks, leaving seq / R tokens of H / U query
+    heads, and the ring adds `ring_buffers`."""
+    ulysses = sp // ring
+    q_heads, kv_heads = arch.heads / ulysses, max(arch.kv_heads / ulysses, 1)
     width = (2 * q_heads + 2 * kv_heads) * arch.head_dim
     copies = (FLASH_ATTENTION_COPIES if backend == "flash" else ATTENTION_COPIES) + (
-        ALL_TO_ALL_COPIES if sp > 1 else 0
+        ALL_TO_ALL_COPIES if ulysses > 1 else 0
     )
-    return seq * BF16 * width * copies
+    return seq / ring * BF16 * width * copies + ring_buffers(arch, seq, sp, ring)
+
+
+def ring_buffers(arch: Arch, seq: int, sp: int, ring: int) -> float:
+    """The ring's own tensors in one layer's backward (longctx/training/sequence_parallel/ring.py): K and V of the
+    whole sequence for the rank's KV heads, gathered over the ring, and their gradients before they are summed
+    back (4 x seq x KV / U x d); the load balance's swapped query half and output half (2 x seq / 2R x H / U x d)."""
+    if ring == 1:
+        return 0.0
+    ulysses = sp // ring
+    kv_heads, q_heads = max(arch.kv_heads / ulysses, 1), arch.heads / ulysses
+    return BF16 * arch.head_dim * (4 * seq * kv_heads + seq / ring * q_heads)
 
 
 def mlp(arch: Arch, s: int, tiled_mlp: bool, shards: int | None, kernels: str = "hf") -> float:

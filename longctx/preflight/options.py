@@ -66,6 +66,7 @@ def plan_options(launch) -> dict:
         "micro_batch": int(sft.per_device_train_batch_size),
         "comm_fp32": topo.sp_size > 1 and ds.get("seq_parallel_communication_data_type", "fp32") != "bf16",
         "gpus_per_node": machine.gpus_per_node or topo.processes_per_machine,
+        "ring": topo.sp_ring_size,  # hybrid Ulysses x ring: the ring's gathered K/V (terms.ring_buffers)
         "pin_memory": bool(offload_setting(launch, "pin_memory", True)),
         "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
         "offload_ratio": float(offload_setting(launch, "ratio", 1.0)),

@@ -45,13 +45,37 @@ def heads_line(launch) -> str:
     """The sp sizes this model allows, and whether its KV heads are replicated at this sp."""
     from longctx.preflight.checks.heads import kv_note, model_sp_sizes
 
-    facts, sp = launch.facts, launch.topo.sp_size
+    facts, ulysses = launch.facts, launch.topo.sp_ulysses_size  # the ranks heads split over: sp without a ring
     valid = ", ".join(map(str, model_sp_sizes(facts.config, facts.num_heads, facts.num_kv_heads)))
-    note = kv_note(facts.num_kv_heads, sp)
+    note = kv_note(facts.num_kv_heads, ulysses)
     linear = facts.config.get("linear_num_key_heads")
     linear = f", {linear} linear-attention key / {facts.config['linear_num_value_heads']} value" if linear else ""
     return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV{linear}; valid sp sizes: {valid}" + (
         f"; {note}" if note else ""
+    )
+
+
+def split_line(launch) -> str | None:
+    """How sp splits into Ulysses U x ring R: the accelerate YAML's split, its groups, and the planner's choice."""
+    from longctx.config.rules.ring import plan_split, why_split
+
+    topo, facts = launch.topo, launch.facts
+    if topo.sp_size == 1:
+        return None
+    u, ring = topo.sp_ulysses_size, topo.sp_ring_size
+    ulysses_groups = " ".join(str(list(range(g * u, g * u + u))) for g in range(min(ring, SHOW_GROUPS)))
+    ring_groups = " ".join(str(list(range(i, topo.sp_size, u))) for i in range(min(u, SHOW_GROUPS)))
+    shape = (facts.num_heads, facts.num_kv_heads, topo.sp_size, topo.processes_per_machine)
+    if (u, ring) == plan_split(*shape) == (topo.sp_size, 1):
+        return f"sp split: Ulysses {u} x ring 1 (plain Ulysses), the planner's choice"
+    line = f"sp split: Ulysses {u} x ring {ring} (parallelism_config_sp_ring_size: {ring})"
+    line += f"; planner: {why_split(*shape)}"
+    if ring == 1:
+        return line
+    return (
+        f"{line}; Ulysses groups (of sp group 0): {ulysses_groups}; ring groups: {ring_groups}; attention per rank: "
+        f"{launch.sft.max_length // ring if launch.sft.max_length else '?'} tokens of {facts.num_heads // u} query "
+        "heads, K/V of the whole sequence gathered over the ring"
     )
 
 
@@ -111,12 +135,23 @@ def host_lines(data: dict) -> list[str]:
     return lines + [f"  {'host total':<22} {data['host_per_node_gib']:8.2f}"]
 
 
+def disk_lines(launch) -> list[str]:
+    """What the run's checkpoints take on disk at a save's peak (longctx/memory_plan/checkpoint_size.py)."""
+    from longctx.memory_plan.arch import Arch
+    from longctx.memory_plan.checkpoint_size import disk_plan
+
+    zero = int(((launch.ds or {}).get("zero_optimization") or {}).get("stage", 0))
+    lora = int(getattr(launch.model, "lora_r", None) or 16) if launch.model.use_peft else None
+    plan, why = disk_plan(Arch.from_config(launch.facts.config), launch.sft, zero, lora)
+    return [plan.line() if plan else f"checkpoints on disk: unbounded ({why})"]
+
+
 def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
     lines = mesh_lines(launch) + ([heads_line(launch)] if launch.facts is not None else [])
-    layout = attention_line(launch) if launch.facts is not None else None
-    lines += [layout] if layout else []
+    for extra in (split_line, attention_line) if launch.facts is not None else ():
+        lines += [line] if (line := extra(launch)) else []
     refused = cannot_run(launch)
     if refused:
         return lines + [f"memory: not planned, this ZeRO configuration cannot run: {refused}"]
@@ -127,7 +162,7 @@ def plan_lines(launch) -> list[str]:
     lines += [f"memory per rank (GiB), {launch.facts.source}, features on: {', '.join(on) or 'none'}"]
     lines += [f"  {name:<16} {value:8.2f}" for name, value in data["components_gib"].items()]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU"]
-    lines += host_lines(data)
+    lines += host_lines(data) + disk_lines(launch)
     if launch.sft.use_cpu:
         return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
     assumed = f" (assumed {DEFAULT_GB:.0f} GB GPU: pass --gpu-memory-gb)" if data["gpu_memory_assumed"] else ""

@@ -21,6 +21,7 @@ from longctx.training.sequence_parallel.cpu_comm import attach_deepspeed_comm
 from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
 from longctx.training.sequence_parallel.gloo_all_to_all import install_gloo_all_to_all
 from longctx.training.sequence_parallel.gloo_uneven_gather import install_gloo_uneven_gather
+from longctx.training.sequence_parallel.hybrid import install_hybrid_sp
 from longctx.training.sequence_parallel.loss_weighting import install_token_weighted_sp_loss
 
 
@@ -37,6 +38,9 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     # gpt-oss sinks and sliding windows: each rank's heads get their own sinks, windows apply per document; it
     # wraps the `sdpa` isolation just registered, before DeepSpeed wraps it in turn
     isolation_line += install_sink_attention(recipe, model_args, model)
+    # a ring in the mesh (sp = Ulysses U x ring R): the hybrid SP attention registers where Ulysses would; before
+    # keep_sp_in_eval, which wraps whatever registration is installed
+    isolation_line += install_hybrid_sp(recipe, model_args, model)
     # accelerate registers Ulysses attention with SP off in eval: eval batches are then whole sequences per rank
     keep_sp_in_eval()
     # sp x dp over gloo: torch's all-to-all passes a group-local rank as a global one in SP subgroups

@@ -13,8 +13,17 @@ from trl import SFTTrainer
 
 from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.attention.isolation import keep_packed_positions, require_position_ids
+from longctx.training.checkpoints.commit import (
+    begin,
+    checkpoint_dir,
+    commit,
+    explained_save_failures,
+    rotate,
+    upstream_rotation_off,
+)
 from longctx.training.checkpoints.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.checkpoints.universal import use_universal_if_needed
+from longctx.training.faults.guard import RunGuard
 from longctx.training.layers.linear_attention import enable_linear_attention_sp
 from longctx.training.layers.moe_routing import protect_expert_routing
 from longctx.training.memory.alst import apply_alst
@@ -72,7 +81,10 @@ class LongContextSFTTrainer(SFTTrainer):
     def add_run_callbacks(self) -> None:
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""
         attach_metrics(self, self.recipe)  # first in line, so every report_to logger receives the metrics
-        self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # topology.json
+        # preemption and non-finite numbers, agreed by all ranks once a step (longctx/training/faults/guard.py)
+        self.run_guard = RunGuard(self, getattr(self.recipe, "on_nonfinite", "stop"))
+        self.add_callback(self.run_guard)
+        self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # schedule horizon check
         self.add_callback(OptimizerReport(self))  # which optimizer really steps (DeepSpeed's CPU Adam?)
         if self.recipe.step_record:  # one JSON line per step, memory reset between steps (the GPU step benchmark)
             self.add_callback(StepRecord(self, self.recipe.step_record))
@@ -116,6 +128,17 @@ class LongContextSFTTrainer(SFTTrainer):
 
     # ---- saving
 
+    def _save_checkpoint(self, model, trial):
+        """Atomic (longctx/training/checkpoints/commit.py): marked in progress, upstream's save with its rotation off,
+        the commit mark once every rank's files are written, then the rotation; space or permission failures say so."""
+        folder = checkpoint_dir(self)
+        with explained_save_failures(folder, self.args.output_dir):
+            begin(self, folder)
+            with upstream_rotation_off(self.args):
+                super()._save_checkpoint(model, trial)
+            commit(self, folder)
+        rotate(self)
+
     def _save(self, output_dir=None, state_dict=None):
         """Also the effective model config beside a LoRA adapter, which PEFT saves without one (its folder would
         reload the base with native rope: longctx/training/model_build.py). Called for the output and every
@@ -136,9 +159,12 @@ class LongContextSFTTrainer(SFTTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """In eval under SP, the training loss path (label-token-weighted across the SP group) instead of a
-        per-shard loss; every eval batch also adds to the token-weighted eval loss."""
+        per-shard loss; every eval batch also adds to the token-weighted eval loss. In training, the loss is also
+        shown to the run guard (a non-finite one stops or skips the step: longctx/training/faults/guard.py)."""
         if self.model.training:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            self.run_guard.see_loss(out[0] if return_outputs else out)  # checked once a step, on all ranks
+            return out
         if sp_enabled(self.accelerator):
             loss, outputs = sp_eval_loss(self.accelerator, model, inputs, self.eval_token_loss)
             return (loss, outputs) if return_outputs else loss

@@ -9,8 +9,3 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED"
 # DeepSpeed's CPU Adam is built by torch's JIT loader on first use (minutes on 2 cores); every test and process of
 # the tier loads it from this one folder, so the tier pays for the build once per checkout (tests/test_cpu_adam.py).
 TORCH_EXTENSIONS_DIR = os.environ.get("TORCH_EXTENSIONS_DIR") or str(REPO / ".cache" / "torch-extensions")
-
-
-def offline_env(**extra: str) -> dict[str, str]:
-    """This process's environment, offline, plus `extra`: the environment for a child process of a test."""
-    return {**os.environ, **OFFLINE, **extra}

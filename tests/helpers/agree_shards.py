@@ -1,14 +1,26 @@
-"""A spawned rank for tests/test_alst.py: joins a 2-process gloo group and reports its TiledMLP tile count.
+"""One rank for tests/test_alst.py: joins a gloo group and reports its TiledMLP tile count.
 
-Its own small module so that spawning imports torch and longctx.training.memory.alst only, not the test's transformers.
+Started by tests/helpers/ranks.py (`python -m tests.helpers.agree_shards OUT_DIR HIDDEN SEQLEN_0 SEQLEN_1 ...`, rank
+and port in the environment): rank r holds a shard of SEQLEN_r tokens and writes OUT_DIR/rank{r}.json with the
+count the group agreed on. Its own small module, so a rank imports torch and longctx.training.memory.alst only.
 """
+
+import json
+import sys
+from pathlib import Path
 
 import torch.distributed as dist
 
 from longctx.training.memory.alst import agreed_shard_count
 
 
-def agree(rank: int, port: int, queue, seqlens: list[int], hidden: int) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=len(seqlens))
-    queue.put((rank, agreed_shard_count(seqlens[rank], hidden, None, "cpu")))
+def main(out: Path, hidden: int, seqlens: list[int]) -> None:
+    dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_PORT
+    rank = dist.get_rank()
+    count = agreed_shard_count(seqlens[rank], hidden, None, "cpu")
+    (out / f"rank{rank}.json").write_text(json.dumps({"shards": count}))
     dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), int(sys.argv[2]), [int(n) for n in sys.argv[3:]])

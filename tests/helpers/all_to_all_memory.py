@@ -1,10 +1,11 @@
 """One rank of an sp-rank gloo group: what DeepSpeed's Ulysses all-to-all adds to attention's peak memory.
 
-Run with `python -m tests.helpers.all_to_all_memory RANK SP PORT OUT_DIR` (SP processes). Each rank runs
+Started by tests/helpers/ranks.py on SP ranks (`python -m tests.helpers.all_to_all_memory OUT_DIR`, rank, world size
+and port in the environment). Each rank runs
 DeepSpeed's `UlyssesSPAttentionHF` around transformers' sdpa attention, forward and backward, on its s-token
 shard, and the same sdpa alone on the tensors the all-to-all hands it (the full sequence, H / sp heads): the
 difference in peak bytes (longctx/memory_plan/measure.py), over S x 2 bytes x the attention width, is the
-plan's ALL_TO_ALL_COPIES. Rank 0 writes OUT_DIR/sp{SP}.json.
+plan's ALL_TO_ALL_COPIES. Each rank writes its own figures to OUT_DIR/rank{r}.json (the test reads rank 0's).
 """
 
 import importlib
@@ -42,18 +43,13 @@ def leaf(*shape):
     return torch.randn(*shape, dtype=torch.bfloat16, requires_grad=True)
 
 
-def main(rank: int, sp: int, port: int, out: Path) -> None:
+def main(out: Path) -> None:
     # DeepSpeed's CPU shared-memory all-reduce is a C++ op JIT-built on first use (a minute of compiling), used by
     # none of what is measured here: gloo alone.
     importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None  # `deepspeed.comm.torch` is torch
-    deepspeed.init_distributed(
-        "gloo",
-        auto_mpi_discovery=False,
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=sp,
-        timeout=timedelta(seconds=120),
-    )
+    # env://: RANK, WORLD_SIZE (the sp), MASTER_ADDR, MASTER_PORT
+    deepspeed.init_distributed("gloo", auto_mpi_discovery=False, timeout=timedelta(seconds=120))
+    rank, sp = dist.get_rank(), dist.get_world_size()
     gloo_all_to_all.install_gloo_all_to_all(sp)
     torch.manual_seed(rank)
     s, module = SEQ // sp, torch.nn.Module()
@@ -71,12 +67,11 @@ def main(rank: int, sp: int, port: int, out: Path) -> None:
         *(leaf(1, kv_local, SEQ, HEAD_DIM),) * 2,
     )
     width = (2 * HEADS // sp + 2 * kv_local) * HEAD_DIM
-    if rank == 0:
-        copies = (with_sp - alone) / (SEQ * 2 * width)
-        (out / f"sp{sp}.json").write_text(json.dumps({"with_sp": with_sp, "alone": alone, "copies": copies}))
+    copies = (with_sp - alone) / (SEQ * 2 * width)
+    (out / f"rank{rank}.json").write_text(json.dumps({"with_sp": with_sp, "alone": alone, "copies": copies}))
     dist.barrier()
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))
+    main(Path(sys.argv[1]))

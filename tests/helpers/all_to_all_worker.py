@@ -1,6 +1,7 @@
 """One rank of a 4-process gloo world split into 2-rank groups {0,1} and {2,3} (an sp=2 x dp=2 mesh).
 
-Run with `python -m tests.helpers.all_to_all_worker RANK PORT OUT_DIR`. Each rank writes OUT_DIR/rank{r}.json:
+Started by tests/helpers/ranks.py (`python -m tests.helpers.all_to_all_worker OUT_DIR`, rank and port in the
+environment). Each rank writes OUT_DIR/rank{r}.json:
 - `upstream`: what torch's own `_AlltoAll` does in its group (the error text, or "ok");
 - `exchange`: the tensors our all-to-all delivered (rank r sends 100*r + j to member j);
 - `grad`: d/dx of sum_k (k+1) * all_gather(x)[k] through `torch.distributed.nn.functional.all_gather`
@@ -28,10 +29,9 @@ def exchange(group) -> list[float]:
     return [t.item() for t in dist_fn._AlltoAll.apply(group, outs, *sends)]
 
 
-def main(rank: int, port: int, out: Path) -> None:
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD, timeout=timedelta(seconds=60)
-    )
+def main(out: Path) -> None:
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))  # env://: RANK, WORLD_SIZE, MASTER_PORT
+    rank = dist.get_rank()
     groups = [dist.new_group(list(range(g * SP, (g + 1) * SP))) for g in range(WORLD // SP)]
     group = groups[rank // SP]
     result = {"installed_for_world": gloo_all_to_all.install_gloo_all_to_all(WORLD)}
@@ -52,4 +52,4 @@ def main(rank: int, port: int, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
+    main(Path(sys.argv[1]))

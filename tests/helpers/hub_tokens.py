@@ -6,23 +6,23 @@ it must not show it in their output, nor write it into any file they leave (logs
 binary checkpoints count too.
 """
 
+import os
 from pathlib import Path
-
-from tests.helpers import offline_env
 
 TOKEN = "hf_FakeTokenNeverShown0123456789abcdef"
 ENV_TOKEN = "hf_FakeEnvTokenNeverShown0123456789ab"
 ARGS = f"--hub_token {TOKEN}"
 
 
-def env_with_tokens(**extra: str) -> dict:
-    """The environment of a run that carries both tokens, offline."""
-    return offline_env(HF_TOKEN=ENV_TOKEN, **extra)
+def env_with_tokens() -> dict:
+    """The environment of a run that carries HF_TOKEN: this process's (offline: tests/conftest.py) plus it."""
+    return {**os.environ, "HF_TOKEN": ENV_TOKEN}
 
 
-def make_argv(target: str, *variables: str) -> list[str]:
-    """`make TARGET VAR=...` as a user types it: no `-s`, so anything make echoes is in the output."""
-    return ["make", "-o", ".venv/.installed", target, *variables, f"ARGS={ARGS}"]
+def args_with_token(overrides: str = "") -> str:
+    """The make variable ARGS carrying the token, then `overrides`: pass to run_make (tests/helpers/make.py)
+    without `-s`, as a user types it, so anything make echoes is in the output."""
+    return f"ARGS={ARGS} {overrides}".rstrip()
 
 
 def secret_leaks(output: str = "", *folders: Path) -> list[str]:

@@ -7,17 +7,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from longctx.launch.accelerate_launch import accelerate_argv, free_port
+from longctx.launch.accelerate_launch import accelerate_argv, free_port, supervised
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def accelerate_launch(
-    accelerate_config: str, script: str, args: list[str], timeout: int = 600, env: dict | None = None
+    accelerate_config: str,
+    script: str,
+    args: list[str],
+    timeout: int = 600,
+    env: dict | None = None,
+    launcher: bool = False,
 ):
-    """`accelerate launch --config_file X script args` from the repository root, on a free port."""
+    """`accelerate launch --config_file X script args` from the repository root, on a free port; `launcher`: as the
+    launch of `python -m longctx sft` runs it (longctx/launch/supervise.py: preemption, exit statuses, a dead rank)."""
     cmd = accelerate_argv(accelerate_config, [script, *args], port=free_port())
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    cmd = supervised(cmd) if launcher else cmd
+    env = {**os.environ, **(env or {})}  # offline: tests/conftest.py
     return subprocess.run(cmd, cwd=REPO, env=env, check=False, capture_output=True, text=True, timeout=timeout)
 
 
@@ -48,7 +55,7 @@ def accelerate_launch_machines(
     so a chatty machine cannot block while the other is being read.
     """
     port = str(free_port())
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    env = {**os.environ, **(env or {})}  # offline: tests/conftest.py
     with tempfile.TemporaryDirectory() as logs:
         procs = []
         for machine in range(num_machines):

@@ -14,7 +14,7 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).re
 import longctx.training.sequence_parallel.loss_weighting  # noqa: E402
 
 
-def shard_router_aux(accelerator, model, inputs, group):
+def shard_router_aux(accelerator, model, inputs, *_group_divisor_and_micro_batches):
     outputs = model(**inputs)  # outputs.loss = this shard's token mean + coef x this shard's aux
     return outputs, outputs.loss, 0.0
 

@@ -1,6 +1,7 @@
 """One rank of a 2-process gloo world whose ranks load rows of different lengths (4 and 6 tokens, sp=2).
 
-Run with `python -m tests.helpers.uneven_gather_worker RANK PORT OUT_DIR`. Each rank writes OUT_DIR/rank{r}.json:
+Started by tests/helpers/ranks.py (`python -m tests.helpers.uneven_gather_worker OUT_DIR`, rank and port in the
+environment). Each rank writes OUT_DIR/rank{r}.json:
 - `upstream`: what DeepSpeed's own all-gather does with output tensors of the two lengths (the error, or "ok");
 - `installed_for_sp1`, `installed`: what `gloo_uneven_gather.install` returned for sp=1 and for sp=2;
 - `equal_shapes`: an all-gather of equal shapes through the installed replacement (served by the upstream method);
@@ -41,10 +42,9 @@ def upstream_gather(rank: int) -> str:
     return "ok"
 
 
-def main(rank: int, port: int, out: Path) -> None:
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD, timeout=timedelta(seconds=60)
-    )
+def main(out: Path) -> None:
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))  # env://: RANK, WORLD_SIZE, MASTER_PORT
+    rank = dist.get_rank()
     ds_comm.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, verbose=False)
     result = {"upstream": upstream_gather(rank), "installed_for_sp1": gloo_uneven_gather.install_gloo_uneven_gather(1)}
     result["installed"] = gloo_uneven_gather.install_gloo_uneven_gather(WORLD)
@@ -62,4 +62,4 @@ def main(rank: int, port: int, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
+    main(Path(sys.argv[1]))

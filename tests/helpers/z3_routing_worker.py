@@ -1,8 +1,9 @@
 """One rank of a 2-process gloo world: MoE blocks under ZeRO-3 while the two ranks route to different experts.
 
-Run with `python -m tests.helpers.z3_routing_worker RANK PORT OUT_DIR`. Top-1 routing is forced by the input:
-rank 0's tokens all choose expert 0, rank 1's choose experts 1 and 2, so the ranks run different experts
-and a different number of them (what SP does to the ranks of one group). Three cases, in this order:
+Started by tests/helpers/ranks.py (`python -m tests.helpers.z3_routing_worker OUT_DIR`, rank and port in the
+environment). Top-1 routing is forced by the input: rank 0's tokens all choose expert 0, rank 1's choose experts 1
+and 2, so the ranks run different experts and a different number of them (what SP does to the ranks of one
+group). Three cases, in this order:
 
 - `fused`: transformers 5.23's `Qwen3MoeSparseMoeBlock` (all experts in one module of 3-D parameters);
 - `per_expert_leaf`: a block of one module per expert (transformers 4.x's layout, remote-code MoE models),
@@ -124,11 +125,10 @@ def run_case(case: str, rank: int) -> str:
     return "ok"
 
 
-def main(rank: int, port: int, out: Path) -> None:
+def main(out: Path) -> None:
     import deepspeed
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
-    os.environ.update(LOCAL_RANK=str(rank))
+    rank = int(os.environ["RANK"])  # with LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, read by DeepSpeed
     deepspeed.init_distributed(dist_backend="gloo", timeout=timedelta(seconds=TIMEOUT_S))
     result = {}
     for case in ("fused", "per_expert_leaf", "per_expert"):
@@ -138,4 +138,4 @@ def main(rank: int, port: int, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
+    main(Path(sys.argv[1]))

@@ -7,8 +7,9 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED_JSON = "deepspeed_configs/zero3-cpu.json"
 
 
-def zero_variant(folder: Path, sp: int, stage: int = 3, **zero) -> str:
-    """An accelerate YAML for `cpu-sp{sp}` whose DeepSpeed JSON is zero3-cpu.json at `stage` with `zero` keys set.
+def zero_variant(folder: Path, sp: int, stage: int = 3, mesh: str | None = None, **zero) -> str:
+    """An accelerate YAML for `cpu-{mesh}` (default `cpu-sp{sp}`) whose DeepSpeed JSON is zero3-cpu.json at `stage`
+    with `zero` keys set.
 
     Stage 2 drops the `stage3_*` keys; everything else (precision, SP reduction dtype, batch sizes) is the shipped
     file's. Returns the YAML's path, for both `--config_file` and the recipe's `--accelerate_config`.
@@ -19,8 +20,9 @@ def zero_variant(folder: Path, sp: int, stage: int = 3, **zero) -> str:
     ds["zero_optimization"] = {**section, "stage": stage, **zero}
     name = f"zero{stage}" + "".join(f"-{k}-{v}" for k, v in zero.items())
     (folder / f"{name}.json").write_text(json.dumps(ds, indent=2))
-    accel = (REPO / f"accelerate_configs/cpu-sp{sp}.yaml").read_text()
+    mesh = mesh or f"sp{sp}"
+    accel = (REPO / f"accelerate_configs/cpu-{mesh}.yaml").read_text()
     assert SHIPPED_JSON in accel
-    path = folder / f"cpu-sp{sp}-{name}.yaml"
+    path = folder / f"cpu-{mesh}-{name}.yaml"
     path.write_text(accel.replace(SHIPPED_JSON, str(folder / f"{name}.json")))
     return str(path)

@@ -17,6 +17,7 @@ LLAMA = Family(
         ("llama8b-256k", "llama3.1-8b/sft-256k-sp8"),
         ("llama8b-lora-256k", "llama3.1-8b/lora-256k-sp8"),
         ("llama8b-1m", "llama3.1-8b/sft-1m-4x8-sp8-dp4"),
+        ("llama8b-2m", "llama3.1-8b/sft-2m-4x8-u8r4"),
         ("llama70b-128k", "llama3.1-70b/sft-128k-2x8-sp8-dp2"),
     ),
     training_template="recipes/assets/chat_templates/llama3.1-instruct-training.jinja",

@@ -22,7 +22,11 @@ QWEN3_5 = Family(
     model_types=("qwen3_5", "qwen3_5_text"),
     layer_types=(GATED_DELTANET, FULL_ATTENTION),
     snapshots=("Qwen/Qwen3.5-27B",),
-    recipes=(("qwen3.5-27b-256k", "qwen3.5-27b/sft-256k-sp8"), ("qwen3.5-27b-lora-256k", "qwen3.5-27b/lora-256k-sp8")),
+    recipes=(
+        ("qwen3.5-27b-256k", "qwen3.5-27b/sft-256k-sp8"),
+        ("qwen3.5-27b-256k-2x8", "qwen3.5-27b/sft-256k-2x8-u8r2"),
+        ("qwen3.5-27b-lora-256k", "qwen3.5-27b/lora-256k-sp8"),
+    ),
     training_template="recipes/assets/chat_templates/qwen3.5-training.jinja",
     stand_in_tokens=QWEN3_5_TOKENS,
     gated_attention=True,
@@ -41,13 +45,17 @@ QWEN3_NEXT = Family(
     runtime_patches=("transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet.forward",),
 )
 
-QWEN3_5_MOE = Family(
+QWEN3_5_MOE = Family(  # Qwen3.5's layers with a routed MoE block (and a shared expert) in place of every MLP
     name="Qwen3.5-MoE",
     model_types=("qwen3_5_moe", "qwen3_5_moe_text"),
     layer_types=(GATED_DELTANET, FULL_ATTENTION),
+    snapshots=("Qwen/Qwen3.5-35B-A3B",),
+    recipes=(("qwen3.5-35b-a3b-256k", "qwen3.5-35b-a3b/sft-256k-sp8"),),
+    training_template="recipes/assets/chat_templates/qwen3.5-training.jinja",  # the Qwen3.5 release's one template
     stand_in_tokens=QWEN3_5_TOKENS,
     gated_attention=True,
     linear_attention_class="transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet",
     moe=True,
     runtime_patches=("transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet.forward",),
+    parity_tests=("tests/test_qwen35_moe_parity.py",),
 )

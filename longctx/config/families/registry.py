@@ -5,13 +5,22 @@ it); `registry_problems` (run by tests/test_families.py) fails when a shipped sn
 a row names a file, recipe or type that is not there.
 """
 
+from longctx.config.families.deepseek import DEEPSEEK_V3_2, DEEPSEEK_V4
+from longctx.config.families.gemma4 import GEMMA4
+from longctx.config.families.glm import GLM_MOE_DSA
 from longctx.config.families.gpt_oss import GPT_OSS
 from longctx.config.families.llama import LLAMA
+from longctx.config.families.llama4 import LLAMA4
 from longctx.config.families.qwen3 import QWEN3, QWEN3_MOE
 from longctx.config.families.qwen3_5 import QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT
 from longctx.config.families.schema import Family
 
-FAMILIES: tuple[Family, ...] = (LLAMA, QWEN3, QWEN3_MOE, QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT, GPT_OSS)
+# The rows proven under SP, then the ones that record why a family is refused under it (the attention-pattern
+# gate, longctx/config/rules/attention_patterns.py, names the reason)
+FAMILIES: tuple[Family, ...] = (
+    *(LLAMA, QWEN3, QWEN3_MOE, QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT, GPT_OSS),
+    *(LLAMA4, DEEPSEEK_V3_2, GLM_MOE_DSA, DEEPSEEK_V4, GEMMA4),
+)
 
 
 def family_by_model_type(model_type: str | None, families=FAMILIES) -> Family | None:

@@ -6,16 +6,20 @@
 
 from longctx.config.problems import Problem
 from longctx.config.rules.alst import alst_problems
+from longctx.config.rules.attention_patterns import attention_pattern_problems
 from longctx.config.rules.chat_template import chat_template_problems
 from longctx.config.rules.evaluation import evaluation_problems
 from longctx.config.rules.isolation import packed_isolation_problems
 from longctx.config.rules.prepared_data import prepared_data_problems
 from longctx.config.rules.resume import resume_recipe_problems
+from longctx.config.rules.ring import sp_topology_problems
 from longctx.config.rules.sequence import sequence_problems
 from longctx.config.rules.zero import zero_problems
 
 RULES = (
     sequence_problems,
+    sp_topology_problems,
+    attention_pattern_problems,
     prepared_data_problems,
     packed_isolation_problems,
     resume_recipe_problems,

@@ -15,12 +15,12 @@ def resume_recipe_problems(recipe, sft, model, topo, source: str) -> list[Proble
     value = sft.resume_from_checkpoint
     if not value or str(value).lower() == "false":
         return problems
-    if str(value).lower() != "true":
+    if str(value).lower() not in ("true", "auto"):
         value = str(repo_path(str(value)))
     try:
         checkpoint = resolve_resume(value, sft.output_dir or ".")
     except ValueError as exc:
-        fix = "point resume_from_checkpoint at a checkpoint-N folder, or remove it to start fresh"
+        fix = "point resume_from_checkpoint at a checkpoint-N folder, `auto` (the latest, or fresh), or remove it"
         return problems + [error(source, KEY, str(exc).removeprefix(f"`{KEY}`: "), fix)]
     if not checkpoint:
         return problems

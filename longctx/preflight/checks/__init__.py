@@ -10,17 +10,32 @@ from longctx.config.rules import recipe_problems
 from longctx.preflight.checks import (
     attention,
     deepspeed,
+    disk,
     files,
     heads,
     host_fit,
     memory_fit,
     positions,
+    staged,
     toolchain,
     trl_limits,
     world,
 )
 
-CHECKS = (files, heads, world, attention, positions, deepspeed, toolchain, trl_limits, memory_fit, host_fit)
+CHECKS = (
+    files,
+    heads,
+    world,
+    attention,
+    positions,
+    deepspeed,
+    toolchain,
+    trl_limits,
+    memory_fit,
+    host_fit,
+    disk,
+    staged,
+)
 
 
 def run_checks(launch) -> list[Problem]:

@@ -1,8 +1,10 @@
 """Attention: the FlashAttention build a recipe asks for is importable where it will run; sinks have a kernel."""
 
 import importlib
+import importlib.util
 
 from longctx.config.problems import Problem, error, warning
+from longctx.config.rules.ring import RING_KEY
 
 # The compiled extension, not the Python package: `flash_attn` imports fine when its CUDA extension was built
 # against another torch, and fails only at the first forward (an undefined C++ symbol of libtorch).
@@ -45,20 +47,50 @@ def flash_problems(launch) -> list[Problem]:
 
 
 def sink_problems(launch) -> list[Problem]:
-    """gpt-oss's sinks are honoured under SP only by `sdpa` (longctx/training/attention/sinks.py): eager is refused by
-    DeepSpeed's Ulysses wrapper, flex refuses sinks on CPU, FlashAttention 2 has no sink argument."""
+    """gpt-oss's sinks: refused only where an implementation would not apply them, with the true reason.
+
+    At sp=1 transformers applies them in every implementation it runs for gpt-oss: eager and flex in its own code,
+    sdpa through longctx/training/attention/sinks.py, and for flash_attention_2/3 it loads the Hub kernel
+    kernels-community/vllm-flash-attn3 in their place (gpt-oss's `_compatible_flash_implementations`), which takes
+    them. Except flex on a CPU, where transformers raises at the first forward (no log-sum-exp there). Under SP
+    only sdpa is exact: eager and flex are refused by longctx/config/rules/sequence.py (DeepSpeed's Ulysses wraps
+    neither), the flash kernels by the attention-pattern gate (longctx/config/rules/attention_patterns.py: not
+    proven), so nothing is said twice here."""
     facts, attn = launch.facts, launch.model.attn_implementation
-    if facts is None or not facts.has_sinks or attn == "sdpa":
+    if facts is None or not facts.has_sinks or launch.topo is None or launch.topo.sp_size > 1:
         return []
-    msg = f"{facts.config.get('model_type')} has a learned attention sink per head, which {attn} does not apply"
-    fix = (
-        "set `attn_implementation: sdpa` (longctx/training/attention/sinks.py: sinks sliced per SP rank, "
-        "windows per document)"
-    )
-    return [error(launch.source, "attn_implementation", msg, fix)]
+    model_type = facts.config.get("model_type")
+    if attn == "flex_attention" and launch.sft.use_cpu:
+        msg = f"is flex_attention on CPU, where transformers cannot apply {model_type}'s attention sinks (it raises)"
+        return [error(launch.source, "attn_implementation", msg, "set `attn_implementation: sdpa` (or eager)")]
+    if attn in FLASH_MODULES:
+        msg = (
+            f"is {attn}: for {model_type}'s attention sinks transformers loads the Hub kernel "
+            "kernels-community/vllm-flash-attn3 instead (a download; offline it fails), which no test here runs"
+        )
+        fix = "set `attn_implementation: sdpa` (the sink-aware sdpa this repository tests) or eager"
+        return [warning(launch.source, "attn_implementation", msg, fix)]
+    return []
+
+
+def ring_kernel_problems(launch) -> list[Problem]:
+    """A GPU recipe with a ring (hybrid Ulysses x ring SP) runs ring-flash-attn over flash-attn's CUDA extension."""
+    topo = launch.topo
+    if topo is None or topo.sp_ring_size == 1 or launch.sft is None or launch.sft.use_cpu:
+        return []
+    found = [module for module in ("ring_flash_attn", "flash_attn_2_cuda") if importlib.util.find_spec(module) is None]
+    if not found:
+        return []
+    msg = f"the ring (parallelism_config_sp_ring_size: {topo.sp_ring_size}) runs on GPUs through ring-flash-attn over "
+    msg += f"flash-attn, and {', '.join(found)} is not installed here"
+    make = error if launch.machine.this_machine else warning
+    return [make(topo.path, RING_KEY, msg, f"install both: {INSTALL_RING}")]
+
+
+INSTALL_RING = "`make install-gpu` (the `gpu` extra: flash-attn==2.8.3.post2, ring-flash-attn==0.1.8)"
 
 
 def check(launch) -> list[Problem]:
     """The kernel rules under SP are longctx/config/rules/sequence.py's; here only what this machine has installed,
-    and the one kernel that applies attention sinks."""
-    return flash_problems(launch) + sink_problems(launch)
+    the one kernel that applies attention sinks, and the ring's GPU kernels."""
+    return flash_problems(launch) + sink_problems(launch) + ring_kernel_problems(launch)

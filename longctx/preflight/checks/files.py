@@ -45,6 +45,10 @@ PARALLELISM_KEYS = {
         "sp_attn_implementation",
     )
 }
+# Ours, not accelerate's (its launcher ignores them; the entrypoint and preflight read them from the YAML):
+# R of hybrid Ulysses x ring SP (longctx/config/rules/ring.py)
+OUR_PARALLELISM_KEYS = {"parallelism_config_sp_ring_size"}
+PARALLELISM_KEYS |= OUR_PARALLELISM_KEYS
 DEEPSPEED_TOP_KEYS = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print",
     "wall_clock_breakdown", "dump_state", "optimizer", "scheduler", "fp16", "bf16", "amp", "zero_optimization",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from longctx.config.problems import Problem, error
 from longctx.config.rules.linear_attention import linear_attention_problems
+from longctx.config.rules.ring import plan_split, ring_problems, why_split
 
 
 def valid_sp_sizes(num_heads: int, num_kv_heads: int, limit: int = 64) -> list[int]:
@@ -38,11 +39,16 @@ def check(launch) -> list[Problem]:
     sp, heads, kv = launch.topo.sp_size, launch.facts.num_heads, launch.facts.num_kv_heads
     where = display_path(Path(launch.topo.path))
     config, model = launch.facts.config, launch.facts.source
-    linear = linear_attention_problems(config, sp, where, model)
+    linear = linear_attention_problems(config, sp, where, model)  # linear layers split across the whole sp
+    if launch.topo.sp_ring_size != 1:  # hybrid Ulysses x ring: U, not sp, splits the heads
+        return ring_problems(config, launch.topo, where, model) + linear
     if sp in valid_sp_sizes(heads, kv, limit=max(sp, 64)):
         return linear
     fits = model_sp_sizes(config, heads, kv)
     what = f"sp={sp} does not fit {model}: {heads} attention heads, {kv} KV heads"
     why = "num_attention_heads must be divisible by sp, and KV heads must divide sp or be divisible by it"
     key = "parallelism_config.parallelism_config_sp_size"
-    return [error(where, key, f"{what} ({why})", f"use one of: {', '.join(map(str, fits))}")] + linear
+    node = launch.topo.processes_per_machine
+    ring = f"parallelism_config_sp_ring_size: {plan_split(heads, kv, sp, node)[1]} ({why_split(heads, kv, sp, node)})"
+    fix = f"use one of: {', '.join(map(str, fits))}; or keep sp={sp} with a ring: set {ring}"
+    return [error(where, key, f"{what} ({why})", fix)] + linear

@@ -36,9 +36,15 @@ class DocumentLayout:
     packed: bool = False
     cu_seqlens: torch.Tensor | None = None  # int32 [N + 1] offsets over the flattened batch, on the device
     longest: int = 0  # the longest document, on the host (the varlen kernel sizes its grid from it)
+    bounds: list[int] = field(default_factory=list)  # the same offsets as cu_seqlens, on the host
     spans: list[list[tuple[int, int]]] = field(default_factory=list)  # per row, [start, end) on the host
     position_ids: torch.Tensor | None = None  # [batch, length] the layout was read from, on the device
     doc: torch.Tensor | None = None  # [batch, length] index of each token's document within its row, on the device
+
+    @property
+    def most_documents(self) -> int:
+        """The most documents any row holds (host): one more than `doc`'s largest value, without reading it."""
+        return max(len(row) for row in self.spans)
 
     def describes(self, batch: int, length: int) -> bool:
         return self.batch == batch and self.length == length
@@ -56,7 +62,7 @@ class DocumentLayout:
         self.batch, self.length, self.packed = batch, length, len(bounds) - 1 > batch
         total = torch.full((1,), batch * length, dtype=offsets.dtype, device=offsets.device)
         self.cu_seqlens = torch.cat([offsets, total]).to(torch.int32)
-        self.longest = max(end - start for start, end in pairwise(bounds))
+        self.longest, self.bounds = max(end - start for start, end in pairwise(bounds)), bounds
         docs = list(pairwise(bounds))
         self.spans = [[(s - r * length, e - r * length) for s, e in docs if s // length == r] for r in range(batch)]
         self.position_ids, self.doc = pos, starts.long().cumsum(dim=1) - 1

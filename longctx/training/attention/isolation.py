@@ -119,7 +119,7 @@ def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    if not packed:  # one document a row, its window applied below
+    if layout is None:  # one document a row, its window applied below (else the forward's layout says so)
         position_ids = torch.arange(query.shape[2], device=query.device)[None]
         layout = DocumentLayout().fill(position_ids, query.shape[0])
     kernel = varlen_kernel(query, dropout)
@@ -127,7 +127,7 @@ def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0
         out = varlen_attention(kernel, query, key, value, layout, scaling, window)
         return out, None
     if window:  # the CPU path of a sliding-window layer: per document, in window-sized blocks
-        return document_attention(query, key, value, position_ids, scaling, window), None
+        return document_attention(query, key, value, position_ids, scaling, window, layout=layout), None
     kwargs.pop("is_causal", None)
     # The mask (if any) is the model's causal+padding mask; padding is on the right and has position 0, so the
     # per-document split below already covers it (a pad token sees only itself and no real token sees a pad).

@@ -13,26 +13,38 @@ tensor is ever built. `SinkAttention` below is that autograd function, over one 
   O(window^2) per block however long the document. One-token documents (right padding) are computed in
   closed form, vectorised.
 - `VarlenKernel`: torch's varlen FlashAttention ops (`torch.ops.torch_attn._varlen_attn` and
-  `_varlen_attn_backward`; CUDA, bf16/fp16), the whole packed batch in one call, windows and GQA native.
+  `_varlen_attn_backward`; CUDA, bf16/fp16), the whole packed batch in one call, windows native. The ops exist
+  only once `torch.nn.attention.varlen` is imported (`varlen_ops` does it), and their arguments differ by torch
+  version (2.11: no grouped-query flag; 2.12 and 2.13: `enable_gqa` 11th; later releases add cache arguments),
+  so every call passes its arguments by the names the op's schema declares, read once per process.
 
-Both take flattened tokens: q [T, H, D], k and v [T, Hkv, D], with `cu` the int32 document offsets
-(longctx/training/attention/varlen.py `cu_seqlens`), and return out [T, H, D] and lse [H, T] (float32).
+Both take flattened tokens: q [T, H, D], k and v [T, Hkv, D], with the documents' offsets from a
+`DocumentLayout` (longctx/training/attention/document_layout.py: on the device for the GPU kernel, on the host for
+the CPU one and the GPU kernel's longest document), and return out [T, H, D] and lse [H, T] (float32). Given the
+forward's layout, read once per forward, no layer reads anything back from the device (tests/test_host_syncs.py).
 A window follows transformers: a query sees at most `window` keys, itself included. `document_attention` is the
 entry point: longctx/training/attention/sinks.py (sinks, under SP) and isolation.py (CPU sliding windows) call it.
 """
 
+import functools
+from itertools import pairwise
+from typing import NamedTuple
+
 import torch
 
-from longctx.training.attention.varlen import cu_seqlens
+from longctx.training.attention.document_layout import DocumentLayout
 
 
 class CpuKernel:
     """Per-document CPU flash attention with lse; GQA by repeating K/V heads for the call."""
 
-    def __init__(self, cu: torch.Tensor, scale: float, window: int | None):
+    def __init__(self, bounds, scale: float, window: int | None):
+        """`bounds`: the documents' offsets over the flattened tokens on the host (`DocumentLayout.bounds`; a CPU
+        tensor of them, as the ring's CPU path builds, is read here)."""
         self.scale, self.window = scale, window
+        bounds = bounds.tolist() if isinstance(bounds, torch.Tensor) else list(bounds)
         self.tiles, singles = [], []  # (q0, q1, k0, k1, causal) blocks; one-token documents
-        for start, end in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True):
+        for start, end in pairwise(bounds):
             if end - start == 1:
                 singles.append(start)
             elif window is None or end - start <= window:
@@ -98,28 +110,72 @@ class CpuKernel:
         return dq, dk.view(fold).sum(2), dv.view(fold).sum(2)
 
 
-class VarlenKernel:
-    """torch's varlen FlashAttention forward/backward ops on the whole packed batch (CUDA, half precision)."""
+class VarlenOps(NamedTuple):
+    """A varlen attention op pair and the argument names of each, in schema order."""
 
-    def __init__(self, cu: torch.Tensor, scale: float, window: int | None):
-        self.cu, self.scale = cu, scale
-        self.longest = int((cu[1:] - cu[:-1]).max())
+    forward: object
+    backward: object
+    forward_args: tuple[str, ...]
+    backward_args: tuple[str, ...]
+
+    @classmethod
+    def of(cls, forward, backward) -> "VarlenOps":
+        names = [tuple(a.name for a in op.default._schema.arguments) for op in (forward, backward)]
+        return cls(forward, backward, *names)
+
+
+@functools.cache
+def varlen_ops() -> VarlenOps:
+    """torch's varlen FlashAttention ops, loaded: `torch.nn.attention.varlen` registers them when imported, and
+    nothing else on this path imports it (without it: `'_OpNamespace' 'torch_attn' object has no attribute
+    '_varlen_attn'`)."""
+    import torch.nn.attention.varlen  # defines the torch_attn ops
+
+    return VarlenOps.of(torch.ops.torch_attn._varlen_attn, torch.ops.torch_attn._varlen_attn_backward)
+
+
+class VarlenKernel:
+    """torch's varlen FlashAttention forward/backward ops on the whole packed batch (CUDA, half precision), called
+    with the arguments the installed op declares (`ops`: `varlen_ops()`, or a pair with the same contract)."""
+
+    def __init__(self, layout: DocumentLayout, scale: float, window: int | None, ops: VarlenOps | None = None):
+        self.ops = ops or varlen_ops()
+        self.cu, self.scale = layout.cu_seqlens, scale
+        self.longest = layout.longest
         self.window = [window - 1, 0] if window else [-1, 0]
         self.causal = window is None
         self.rng = None
 
+    def common(self) -> dict:
+        return {"cu_seq_q": self.cu, "cu_seq_k": self.cu, "max_q": self.longest, "max_k": self.longest,
+                "is_causal": self.causal, "scale": self.scale, "window_size": self.window}  # fmt: skip
+
+    def grouped(self, q, k, v):
+        """(k, v, the query heads per KV head to fold back after the backward): as given where the op takes
+        `enable_gqa`, else repeated to the query heads (torch 2.11)."""
+        groups = q.shape[1] // k.shape[1]
+        if groups == 1 or "enable_gqa" in self.ops.forward_args:
+            return k, v, 1
+        return k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1), groups
+
     def forward(self, q, k, v):
-        out, lse, self.rng = torch.ops.torch_attn._varlen_attn(
-            q, k, v, self.cu, self.cu, self.longest, self.longest, self.causal, self.scale, self.window,
-            k.shape[1] != q.shape[1],
-        )  # fmt: skip
+        k, v, _ = self.grouped(q, k, v)
+        args = {"query": q, "key": k, "value": v, **self.common(), "enable_gqa": k.shape[1] != q.shape[1]}
+        names = self.ops.forward_args
+        out, lse, self.rng = self.ops.forward(**{name: args[name] for name in names if name in args})
         return out, lse
 
     def backward(self, dout, q, k, v, out, lse):
-        return torch.ops.torch_attn._varlen_attn_backward(
-            dout.contiguous(), q, k, v, out, lse, self.cu, self.cu, self.longest, self.longest, self.causal,
-            self.rng, self.scale, self.window,
-        )  # fmt: skip
+        kv_heads = k.shape[1]
+        k, v, groups = self.grouped(q, k, v)
+        args = {"grad_out": dout.contiguous(), "query": q, "key": k, "value": v, "out": out, "lse": lse,
+                "rng_state": self.rng, **self.common()}  # fmt: skip
+        names = self.ops.backward_args
+        dq, dk, dv = self.ops.backward(**{name: args[name] for name in names if name in args})
+        if groups > 1:  # the repeated heads' gradients, summed into their KV head
+            fold = (dk.shape[0], kv_heads, groups, dk.shape[-1])
+            dk, dv = dk.view(fold).sum(2), dv.view(fold).sum(2)
+        return dq, dk, dv
 
 
 class SinkAttention(torch.autograd.Function):
@@ -148,26 +204,30 @@ class SinkAttention(torch.autograd.Function):
         return dq, dk, dv, dsinks, None
 
 
-def pick_kernel(query: torch.Tensor, cu: torch.Tensor, scale: float, window: int | None):
+def pick_kernel(query: torch.Tensor, layout: DocumentLayout, scale: float, window: int | None):
     if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
-        return VarlenKernel(cu, scale, window)
+        return VarlenKernel(layout, scale, window)
     if query.device.type == "cpu":
-        return CpuKernel(cu, scale, window)
+        return CpuKernel(layout.bounds, scale, window)
     raise ValueError(
         f"attention with sinks or a sliding window runs on CPU or on CUDA in bf16/fp16, not {query.device} "
         f"{query.dtype}; train in bf16 (`bf16: true`, `dtype: bfloat16`)"
     )
 
 
-def document_attention(query, key, value, position_ids, scaling=None, window=None, sinks=None) -> torch.Tensor:
-    """[B, H, S, D] in (K/V may have fewer heads), [B, S, H, D] out: each document alone, windowed, with sinks."""
+def document_attention(
+    query, key, value, position_ids, scaling=None, window=None, sinks=None, layout: DocumentLayout | None = None
+) -> torch.Tensor:
+    """[B, H, S, D] in (K/V may have fewer heads), [B, S, H, D] out: each document alone, windowed, with sinks.
+    `layout`: the forward's documents (read once per forward); without one, read from `position_ids` here."""
     batch, heads, length, dim = query.shape
-    cu, _ = cu_seqlens(position_ids.expand(batch, -1))
+    if layout is None or not layout.describes(batch, length):
+        layout = DocumentLayout().fill(position_ids.expand(batch, -1), batch)
     scale = scaling if scaling is not None else dim**-0.5
 
     def flat(t):
         return t.transpose(1, 2).reshape(batch * length, t.shape[1], dim)
 
-    kernel = pick_kernel(query, cu, scale, window)
+    kernel = pick_kernel(query, layout, scale, window)
     out = SinkAttention.apply(flat(query), flat(key), flat(value), sinks, kernel)
     return out.view(batch, length, heads, dim)

@@ -26,6 +26,7 @@ from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from longctx.config.families.registry import family_of
+from longctx.training.attention.document_layout import LAYOUT_KWARG, layout_for
 from longctx.training.attention.isolation import _state as isolation
 from longctx.training.attention.isolation import sliding_window_layers
 from longctx.training.attention.kernels import document_attention
@@ -61,10 +62,6 @@ def local_sinks(sinks: torch.Tensor, heads: int) -> torch.Tensor:
     return sinks[rank * heads : (rank + 1) * heads]
 
 
-def has_breaks(position_ids) -> bool:
-    return position_ids is not None and bool((position_ids[..., 1:] - position_ids[..., :-1] != 1).any())
-
-
 def sink_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """`sdpa` for gpt-oss-style layers: sinks (`s_aux`) and sliding windows, each document alone."""
     sinks, window = kwargs.pop("s_aux", None), kwargs.get("sliding_window")
@@ -73,14 +70,16 @@ def sink_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, 
     if dropout:
         raise ValueError("attention dropout is not supported with sinks or sliding windows; set attention_dropout: 0")
     sinks = None if sinks is None else local_sinks(sinks, query.shape[1])
-    position_ids = kwargs.get("position_ids")
+    position_ids, holder = kwargs.get("position_ids"), kwargs.get(LAYOUT_KWARG)
     length = query.shape[2]
     if position_ids is None or position_ids.shape[-1] != length or not isolation["enabled"]:
-        position_ids = torch.arange(length, device=query.device)[None]  # one document a row
-    if attention_mask is not None and attention_mask.shape[-1] == key.shape[2] and not has_breaks(position_ids):
+        position_ids, holder = torch.arange(length, device=query.device)[None], None  # one document a row
+    # the forward's documents, read once for all layers and the recompute (document_layout.py)
+    layout = layout_for(holder, position_ids, query.shape[0])
+    if attention_mask is not None and attention_mask.shape[-1] == key.shape[2] and not layout.packed:
         scaling = scaling if scaling is not None else query.shape[-1] ** -0.5
         return dense_attention(query, key, value, attention_mask, scaling, sinks), None
-    return document_attention(query, key, value, position_ids, scaling, window, sinks), None
+    return document_attention(query, key, value, position_ids, scaling, window, sinks, layout), None
 
 
 def sink_family(config):

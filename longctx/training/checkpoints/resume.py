@@ -13,12 +13,10 @@ would reshuffle as epoch 0. Here:
   full pass shuffled as epoch e, both in an uninterrupted run and in a resumed one (see the class);
 - the trainer (longctx/training/trainer.py) trains on `resumable(adapter)` and relabels its loader's shards for
   sp x dp (`relabel_shards`), `install_sp_aware_skip` (process-wide) routes the Trainer's module-level
-  `skip_first_batches` to `skip_sp_steps` for adapters, and `TopologyRecorder` writes `topology.json` into
-  every checkpoint so a resume on another mesh is refused before launch (longctx/config/checkpoints.py).
+  `skip_first_batches` to `skip_sp_steps` for adapters, and every checkpoint holds `topology_record` as
+  `topology.json` (written last, by longctx/training/checkpoints/commit.py) so a resume on another mesh is
+  refused before launch (longctx/config/checkpoints.py).
 """
-
-import json
-import os
 
 import transformers.trainer as hf_trainer
 from accelerate.data_loader import skip_first_batches as accelerate_skip_first_batches
@@ -28,8 +26,6 @@ from transformers import TrainerCallback
 from longctx.config.checkpoints import rows_per_step, saved_topology
 from longctx.training.sequence_parallel.data_order import reorder_shards
 from longctx.training.sequence_parallel.mesh import sp_size
-
-TOPOLOGY_FILE = "topology.json"
 
 
 class ResumableSPAdapter(UlyssesSPDataLoaderAdapter):
@@ -104,8 +100,9 @@ def relabel_shards(loader, accelerator) -> None:
 
 
 class TopologyRecorder(TrainerCallback):
-    """Write the mesh, recipe, seed, rows per optimizer step and the schedule horizon (the optimizer steps the
-    learning-rate schedule spans) next to each checkpoint; the resume check compares them to the launch."""
+    """At the start of a resumed run, compare its schedule horizon with the checkpoint's. The record itself
+    (`topology_record`) is written by the checkpoint commit, as the mark of a complete checkpoint
+    (longctx/training/checkpoints/commit.py)."""
 
     def __init__(self, accelerator, recipe: str | None):
         self.accelerator, self.recipe = accelerator, recipe
@@ -117,16 +114,12 @@ class TopologyRecorder(TrainerCallback):
             if note:
                 self.accelerator.print(f"[resume] {note}")
 
-    def on_save(self, args, state, control, **kwargs):
-        # on_save runs after the Trainer's post-save barrier, so the checkpoint folder is complete.
-        if not state.is_world_process_zero:
-            return
-        path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}", TOPOLOGY_FILE)
-        if os.path.isdir(os.path.dirname(path)):
-            with open(path, "w") as f:
-                record = checkpoint_topology(self.accelerator, self.recipe, args.seed)
-                record |= run_batch(self.accelerator, args) | {"schedule_horizon": state.max_steps}
-                json.dump(record, f, indent=2)
+
+def topology_record(accelerator, recipe: str | None, args, state) -> dict:
+    """The mesh, recipe, seed, rows per optimizer step and the schedule horizon (the optimizer steps the
+    learning-rate schedule spans) of a checkpoint; the resume checks compare them to the launch."""
+    record = checkpoint_topology(accelerator, recipe, args.seed)
+    return record | run_batch(accelerator, args) | {"schedule_horizon": state.max_steps}
 
 
 class ScheduleHorizonChanged(ValueError):

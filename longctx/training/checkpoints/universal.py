@@ -8,15 +8,21 @@ which any world size can load with `checkpoint.load_universal`. Usage, once, on 
     python -m longctx.training.checkpoints.universal outputs/run/checkpoint-300
 
 This writes `global_step300_universal/` and `latest_universal` next to the original files (which stay
-usable on the old mesh). Resuming that checkpoint on another mesh then switches DeepSpeed to universal
+usable on the old mesh). Atomically, like a checkpoint (longctx/training/checkpoints/commit.py): DeepSpeed's
+converter writes into a staging folder, which is renamed into place once complete, and `latest_universal` (what
+makes a resume load the universal files) is written last, atomically; a reconversion first removes it. A crash at
+any point leaves either no `latest_universal` (the resume on another mesh is refused, naming this command) or one
+that names a complete folder. Resuming that checkpoint on another mesh then switches DeepSpeed to universal
 loading by itself (`use_universal_if_needed`, called by the trainer's `train`, longctx/training/trainer.py).
 """
 
 import argparse
+import os
+import shutil
 import sys
 from pathlib import Path
 
-from longctx.config.checkpoints import UNIVERSAL_LATEST, saved_topology
+from longctx.config.checkpoints import UNIVERSAL_LATEST, saved_topology, write_atomically
 
 
 def convert(checkpoint_dir: str | Path, workers: int = 1) -> Path:
@@ -29,9 +35,11 @@ def convert(checkpoint_dir: str | Path, workers: int = 1) -> Path:
         raise ValueError(f"{checkpoint_dir}: no `latest` file, so not a DeepSpeed checkpoint folder")
     tag = latest.read_text().strip()
     output = checkpoint_dir / f"{tag}_universal"
+    staging = checkpoint_dir / ".universal-staging"  # DeepSpeed also writes its `latest_universal` here
+    shutil.rmtree(staging, ignore_errors=True)  # what a crashed conversion left
     args = argparse.Namespace(
         input_folder=str(checkpoint_dir / tag),
-        output_folder=str(output),
+        output_folder=str(staging / output.name),
         num_extract_workers=workers,
         num_merge_workers=workers,
         keep_temp_folder=False,
@@ -39,7 +47,11 @@ def convert(checkpoint_dir: str | Path, workers: int = 1) -> Path:
         inject_missing_state=False,
     )
     ds_to_universal.main(args)
-    (checkpoint_dir / UNIVERSAL_LATEST).write_text(output.name)
+    (checkpoint_dir / UNIVERSAL_LATEST).unlink(missing_ok=True)  # never names a folder being replaced
+    shutil.rmtree(output, ignore_errors=True)
+    os.replace(staging / output.name, output)
+    write_atomically(checkpoint_dir / UNIVERSAL_LATEST, output.name)
+    shutil.rmtree(staging, ignore_errors=True)
     return output
 
 

@@ -24,19 +24,21 @@ from collections import defaultdict
 import torch
 import torch.nn.functional as F
 
-from longctx.training.attention.varlen import cu_seqlens
 
-
-def causal_conv_restarting(x: torch.Tensor, weight: torch.Tensor, doc: torch.Tensor, bias=None) -> torch.Tensor:
+def causal_conv_restarting(
+    x: torch.Tensor, weight: torch.Tensor, doc: torch.Tensor, bias=None, documents: int | None = None
+) -> torch.Tensor:
     """Depthwise causal convolution of x [B, C, S] with weight [C, K] that sees no token of an earlier document.
 
     Token t moves to t + (K - 1) x (its document index + 1): every document then has K - 1 zeros before it,
-    one unpadded convolution runs, and each token's output is read back from its moved place.
+    one unpadded convolution runs, and each token's output is read back from its moved place. `documents`: the
+    most documents a row holds (`DocumentLayout.most_documents`, on the host); without it, read from `doc` (a
+    host sync, once per call).
     """
     batch, channels, length = x.shape
     gap = weight.shape[-1] - 1
     moved = torch.arange(length, device=x.device) + gap * (doc + 1)  # [B, S]
-    width = length + gap * (int(doc.max()) + 1)
+    width = length + gap * (documents if documents is not None else int(doc.max()) + 1)
     index = moved[:, None, :].expand(batch, channels, length)
     spaced = x.new_zeros(batch, channels, width).scatter(2, index, x)
     out = F.conv1d(spaced, weight[:, None, :], bias, groups=channels)  # out[u] reads spaced[u : u + K]
@@ -63,13 +65,13 @@ def uses_fla(query: torch.Tensor) -> bool:
     return query.is_cuda and query.dtype in (torch.bfloat16, torch.float16) and fla_kernel() is not None
 
 
-def gated_delta_rule(reference, q, k, v, g, beta, position_ids: torch.Tensor, spans) -> torch.Tensor:
+def gated_delta_rule(reference, q, k, v, g, beta, layout) -> torch.Tensor:
     """Outputs [B, S, Hv, dv] of the recurrence restarted at every document (q, k [B, S, Hk, dk], g, beta
-    [B, S, Hv]; `spans` = DocumentLayout.spans of position_ids); q and k are l2-normalised inside, as the model's
-    call asks."""
+    [B, S, Hv]; `layout` the rows' DocumentLayout, read once per forward); q and k are l2-normalised inside, as
+    the model's call asks."""
     if uses_fla(q):
-        return _fla_varlen(fla_kernel(), q, k, v, g, beta, position_ids)
-    return _by_document(reference, q, k, v, g, beta, spans)
+        return _fla_varlen(fla_kernel(), q, k, v, g, beta, layout.cu_seqlens)
+    return _by_document(reference, q, k, v, g, beta, layout.spans)
 
 
 def _by_document(reference, q, k, v, g, beta, spans) -> torch.Tensor:
@@ -89,7 +91,7 @@ def _by_document(reference, q, k, v, g, beta, spans) -> torch.Tensor:
     return torch.cat(rows)
 
 
-def _fla_varlen(kernel, q, k, v, g, beta, position_ids) -> torch.Tensor:
+def _fla_varlen(kernel, q, k, v, g, beta, cu_seqlens: torch.Tensor) -> torch.Tensor:
     """One flash-linear-attention call over every document of every row (its documented varlen form: batch 1,
     `cu_seqlens` the documents' offsets in the flattened rows, as for the varlen softmax kernel). Query/key heads
     are repeated to the value heads first, which every version of the kernel accepts (grouped value heads are
@@ -98,7 +100,7 @@ def _fla_varlen(kernel, q, k, v, g, beta, position_ids) -> torch.Tensor:
     ratio = v.shape[2] // q.shape[2]
     if ratio > 1:
         q, k = q.repeat_interleave(ratio, dim=2), k.repeat_interleave(ratio, dim=2)
-    offsets = cu_seqlens(position_ids)[0].long()
+    offsets = cu_seqlens.long()  # the layout's, on the device: no host sync per layer
     flat = [t.reshape(1, batch * length, *t.shape[2:]) for t in (q, k, v, g, beta)]
     out, _ = kernel(*flat[:3], g=flat[3], beta=flat[4], cu_seqlens=offsets, use_qk_l2norm_in_kernel=True)
     return out.reshape(batch, length, *out.shape[2:])

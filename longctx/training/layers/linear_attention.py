@@ -92,7 +92,8 @@ def record_layout(rows: ShardedRows):
         reference = kwargs.get("input_ids", args[0] if args else None) if reference is None else reference
         uattn = ulysses_attention(module.config)
         sharded = uattn is not None and (module.training or not uattn.disable_in_eval)
-        group = uattn.process_group if sharded else None
+        # the whole SP group, also under hybrid Ulysses x ring SP (training/sequence_parallel/hybrid.py)
+        group = getattr(uattn, "sequence_group", uattn.process_group) if sharded else None
         rows.update(position_ids, tuple(reference.shape[:2]), reference.device, group)
 
     return hook
@@ -107,11 +108,12 @@ class HeadShard:
         self.dk, self.dv = layer.head_k_dim, layer.head_v_dim
         self.key_dim, self.value_dim = layer.key_dim, layer.value_dim
 
-    def channels(self) -> torch.Tensor:
-        """Indices into the convolution's [q | k | v] channels of this rank's query, key and value heads."""
+    def channels(self, device) -> torch.Tensor:
+        """Indices into the convolution's [q | k | v] channels of this rank's query, key and value heads, made on
+        `device` (built on the host and copied, they would be a blocking copy per layer on a GPU)."""
         k_width, v_width = self.k_heads * self.dk, self.v_heads * self.dv
-        q = torch.arange(self.rank * k_width, (self.rank + 1) * k_width)
-        v = torch.arange(self.rank * v_width, (self.rank + 1) * v_width) + 2 * self.key_dim
+        q = torch.arange(self.rank * k_width, (self.rank + 1) * k_width, device=device)
+        v = torch.arange(self.rank * v_width, (self.rank + 1) * v_width, device=device) + 2 * self.key_dim
         return torch.cat([q, q + self.key_dim, v])
 
     def heads(self, per_head: torch.Tensor) -> torch.Tensor:
@@ -170,9 +172,7 @@ class SequenceParallelGatedDeltaNet:
         q, k = (t.reshape(batch, length, shard.k_heads, shard.dk) for t in (q, k))
         v = v.reshape(batch, length, shard.v_heads, shard.dv)
         g = -shard.heads(self.A_log).float().exp() * nn.functional.softplus(a.float() + shard.heads(self.dt_bias))
-        core = kernels.gated_delta_rule(
-            self.reference_kernel, q, k, v, g, b.sigmoid(), rows.documents.position_ids, rows.documents.spans
-        )
+        core = kernels.gated_delta_rule(self.reference_kernel, q, k, v, g, b.sigmoid(), rows.documents)
         core = shard.to_sequence(core.to(hidden_states.dtype), rows.group)
         core = self.norm(core.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
         return self.out_proj(core.reshape(batch, local, -1))
@@ -193,11 +193,12 @@ class SequenceParallelGatedDeltaNet:
         (upstream's `causal_conv1d_fn`: computed in the weight's dtype, returned in the input's)."""
         from transformers.activations import ACT2FN
 
-        channels = shard.channels().to(qkv.device)
+        channels = shard.channels(qkv.device)
         weight = self.conv1d.weight.squeeze(1)[channels]
         bias = None if self.conv1d.bias is None else self.conv1d.bias[channels]
         x = qkv.transpose(1, 2).to(weight.dtype)
-        out = ACT2FN[self.activation](kernels.causal_conv_restarting(x, weight, layout.doc, bias))
+        conv = kernels.causal_conv_restarting(x, weight, layout.doc, bias, layout.most_documents)
+        out = ACT2FN[self.activation](conv)
         return out.to(qkv.dtype).transpose(1, 2)
 
 

@@ -10,7 +10,8 @@ training on GPU clusters", eq. 3, before its recompute factor):
 P_layers counts the matmul weights of the decoder layers with their real K/V width (GQA: k and v
 projections are kv_heads * d wide), V * h the LM head (the input embedding is a lookup, no FLOPs). A
 mixture of experts counts what a token runs through: the router and its top-k experts (MFU on active
-parameters; gpt-oss-20b: 3.6B of 20.9B), and a MoE model's dense layers (Qwen3-MoE `mlp_only_layers`) their MLP.
+parameters; gpt-oss-20b: 3.6B of 20.9B; a shared expert, which every token runs, counted with them), and a MoE
+model's dense layers (Qwen3-MoE `mlp_only_layers`) their MLP.
 `head_positions` are the positions TRL's fused LM head projects: on Triton devices (CUDA) only those whose
 next-token label is not -100 (about 7% of the linear FLOPs are the head's, for assistant-only rows most of
 it skipped), elsewhere every position of the row (`trl.trainer.utils.add_fused_lm_head`).
@@ -107,13 +108,16 @@ class FlopCounts:
 
 
 def active_mlp_params(config: dict) -> float:
-    """Mean MLP weights a token runs per layer: the gated MLP, or in MoE layers its top_k experts and the router."""
+    """Mean MLP weights a token runs per layer: the gated MLP, or in MoE layers its top_k experts, the router and the
+    shared expert with its gate (Qwen3.5-MoE, Qwen3-Next; every token runs it)."""
     hidden, layers = config["hidden_size"], config["num_hidden_layers"]
     moe = moe_sizes(config)
     if not moe:
         return 3 * hidden * config["intermediate_size"]
     dense = 3 * hidden * (config.get("intermediate_size") or 0)
     active = moe["top_k"] * 3 * hidden * moe["expert_intermediate"] + hidden * moe["experts"]
+    if moe["shared_intermediate"]:
+        active += 3 * hidden * moe["shared_intermediate"] + hidden
     return (moe["moe_layers"] * active + (layers - moe["moe_layers"]) * dense) / layers
 
 

@@ -84,7 +84,8 @@ OVERRIDES: tuple[Override, ...] = (
         method="trl.trainer.sft_trainer.SFTTrainer.compute_loss",
         overridden_by=f"{TRAINER}.compute_loss",
         why="in eval under SP, the training loss path (label-token-weighted across the SP group) instead of a "
-        "per-shard loss; every eval call also adds to the token-weighted eval loss",
+        "per-shard loss; every eval call also adds to the token-weighted eval loss; in training the loss is shown "
+        "to the run guard (training/faults/guard.py: a NaN or Inf one stops or skips the step)",
         written_against="trl==1.16.0",
         source_sha256="ca448211ff653fe621b45498c79bf4f94b26286146442c361f0a8c3592b3b4c1",
     ),
@@ -94,6 +95,32 @@ OVERRIDES: tuple[Override, ...] = (
         why="loss only (no logits gathered) and `eval_loss` replaced by the mean over every label token",
         written_against="transformers==5.23.0",
         source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
+    ),
+    Override(
+        method="trl.trainer.sft_trainer.SFTTrainer._save_checkpoint",
+        overridden_by=f"{TRAINER}._save_checkpoint",
+        why="atomic checkpoints (training/checkpoints/commit.py): marks the folder in progress, runs it (TRL's model "
+        "card, then the Trainer's save) with `save_total_limit` set to None, so the Trainer's rotation (which deletes "
+        "old checkpoints before the new one is complete, on rank 0 alone) is off, then marks the folder complete "
+        "once every rank's files are written and rotates; relies on the Trainer saving into "
+        "`output_dir/checkpoint-{global_step}` and on `_maybe_log_save_evaluate` saving whenever `should_save` is "
+        "set (a preemption sets it: training/faults/guard.py)",
+        written_against="trl==1.16.0, transformers==5.23.0",
+        source_sha256="b6ee0a370c266b6f6ada183d32719e4f689ac7a54086c1ec40a69a79e79921c6",
+        relies_on=(
+            (
+                "transformers.trainer.Trainer._save_checkpoint",
+                "a9111e30faa9933986e022e56b5af81fd990356db64d727b4c320c852283bf3b",
+            ),
+            (
+                "transformers.trainer.Trainer._maybe_log_save_evaluate",
+                "af101534f0f7b2d7fa6984044242e6f125c51092b05c755566c14823f2b43696",
+            ),
+            (
+                "transformers.trainer_utils.rotate_checkpoints",
+                "4aac03e039844595f9446ef8f68a34e2e83086b6bdd65d146c5c15c32cb912e3",
+            ),
+        ),
     ),
     Override(
         method="transformers.trainer.Trainer._save",

@@ -258,6 +258,36 @@ PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
+    # ---- hybrid Ulysses x ring SP (longctx/training/sequence_parallel/hybrid.py)
+    Patch(
+        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
+        installed_by="longctx.training.sequence_parallel.hybrid:use_ring",
+        why="with `parallelism_config_sp_ring_size` > 1, accelerate's call registers HybridSPAttention instead (a "
+        "subclass of UlyssesSPAttentionHF over a Ulysses group of U = sp / R ranks whose core attention is the ring): "
+        "the same DeepSpeed SP groups (initialize_sequence_parallel), the same mask-dropping wrapper under the core "
+        "attention's name; relies on the module's forward gathering position_ids over its group and calling "
+        "`self.attn` on the chunk, and on accelerate passing the keywords of this signature; without a ring, upstream",
+        written_against="deepspeed==0.19.8, accelerate==1.15.0",
+        source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+        relies_on=(
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.__init__",
+                "709035ee5cab073ecfa6e80029e24124990b97f44fb76ef0cdb17d51a4f260c7",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",
+                "c4832fb77b88faf837a26e365a37599db1089e0bb5f01debff0e9824928657f7",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.parallel_state_sp.initialize_sequence_parallel",
+                "7f45303bb95dc4330ecc704f24a56b961c147093a9cbf7282a8a0b8d02242509",
+            ),
+            (
+                "accelerate.accelerator.Accelerator._prepare_deepspeed",
+                "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
+            ),
+        ),
+    ),
     # ---- Gated DeltaNet under Ulysses SP (longctx/training/layers/linear_attention.py): one class swap per family
     Patch(
         target="transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet.forward",

@@ -10,14 +10,20 @@ of memory exactly where long-context training needs it. This module turns the th
   (registered in longctx/training/patches/registry.py);
 - the trainer's `get_eval_dataloader` (longctx/training/trainer.py) calls `sp_eval_dataloader`: rows sharded
   across all ranks and, under SP, through DeepSpeed's adapter (each sequence split across its SP group, as in
-  training); its `compute_loss` in eval calls `sp_eval_loss`, computed like the training loss
-  (`deepspeed_sp_compute_loss`: per-rank losses weighted by their label tokens across the SP group), and its
+  training); its `compute_loss` in eval calls `sp_eval_loss`, computed like the training loss (per-rank LM
+  losses weighted by their label tokens across the SP group, and a mixture-of-experts router's aux loss once
+  per sequence, from the whole sequence's router statistics: longctx/training/layers/router_aux.py), and its
   `evaluation_loop` reports the token mean (`report_token_mean`).
 
 The reported `eval_loss` is the mean over every label token of the eval set: sum(loss x tokens) over all
 batches and DP groups / total tokens. Upstream's eval_loss is a mean of per-batch means, which changes with
 the batch split; this one does not, so sp=1, 2 and 4 report the same number. Ranks whose share of rows is
 short get rows with no label tokens (weight 0) rather than repeats of real rows (which would count twice).
+With a router aux loss (MoE) the number is the same at every sp for a given eval batch: at sp=1 each batch adds
+coef x the aux of its rows, as here; upstream's `deepspeed_sp_compute_loss` added each shard's own aux weighted by
+its label tokens instead (tiny Qwen3-MoE: aux 2.01320 from shards, 2.01619 whole). The aux of a batch of several
+rows is not the mean of its rows', so with `per_device_eval_batch_size` > 1 the sp=1 number itself depends on how
+rows are batched, at any sp.
 """
 
 import math
@@ -25,6 +31,8 @@ import math
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from longctx.training.layers.router_aux import forward_with_exact_router_aux
+from longctx.training.sequence_parallel.group_sum import sp_group_sum
 from longctx.training.sequence_parallel.mesh import sp_enabled, sp_size
 
 _installed = {"done": False}
@@ -92,14 +100,6 @@ class TokenLoss:
         return ((t[0] / t[1]).item() if t[1] > 0 else float("nan")), int(t[1].item()) // sp_size
 
 
-def _sp_group_sum(value: torch.Tensor) -> int:
-    from deepspeed.utils import groups
-
-    value = value.clone()
-    torch.distributed.all_reduce(value, group=groups._get_sequence_parallel_group())
-    return int(value.item())
-
-
 def sp_eval_dataloader(trainer, eval_dataset=None):
     """This rank's share of the eval rows (`RankShare`), under SP through DeepSpeed's adapter like training rows."""
     acc = trainer.accelerator
@@ -112,13 +112,20 @@ def sp_eval_dataloader(trainer, eval_dataset=None):
 
 
 def sp_eval_loss(accelerator, model, inputs, sums: TokenLoss):
-    """(loss, outputs) of an eval batch under SP by the training loss path (label-token-weighted across the
-    SP group), added to `sums` with the group's label tokens."""
-    from transformers.integrations.deepspeed import deepspeed_sp_compute_loss
+    """(loss, outputs) of an eval batch under SP: the SP group's LM token mean (each rank's loss weighted by its
+    label tokens) plus, for a router aux loss, coef x the whole sequence's aux once; added to `sums` with the
+    group's label tokens."""
+    from deepspeed.utils import groups
 
+    group = groups._get_sequence_parallel_group()
     inputs = {**inputs, "use_cache": False, "fused_lm_head": True}
-    loss, outputs = deepspeed_sp_compute_loss(accelerator, model, inputs, True, accelerator.parallelism_config)
-    sums.add(loss, _sp_group_sum((inputs["shift_labels"] != -100).sum()))
+    inputs.setdefault("labels", inputs["shift_labels"])  # as upstream: the model computes its loss from labels
+    outputs, lm_loss, router_aux = forward_with_exact_router_aux(accelerator, model, inputs, group, None)
+    tokens = (inputs["shift_labels"] != -100).sum()
+    shard_sum = torch.where(tokens > 0, lm_loss.detach() * tokens, torch.zeros_like(lm_loss))
+    group_tokens = sp_group_sum(tokens, group, None)
+    loss = sp_group_sum(shard_sum, group, None) / group_tokens.clamp(min=1) + router_aux
+    sums.add(loss, int(group_tokens))
     return loss, outputs
 
 

@@ -33,24 +33,12 @@ import transformers.trainer as hf_trainer
 from longctx.config.recipe import RecipeError
 from longctx.config.rules.zero import gradient_average_divisor, unsupported
 from longctx.training.layers.router_aux import STEP_MICRO_BATCHES, forward_with_exact_router_aux
+from longctx.training.sequence_parallel.group_sum import sp_group_sum
 
 # From its defining module: `transformers.trainer`'s name may already be someone else's replacement.
 UPSTREAM_SP_LOSS = hf_deepspeed.deepspeed_sp_compute_loss
 STEP_LABEL_TOKENS = "_sp_step_label_tokens"  # set on the accelerator instance by the trainer's get_batch_samples
 GRADIENT_DIVISOR = "_sp_gradient_divisor"  # "dp" or "sp_x_dp", set on the accelerator instance by the trainer
-
-
-def sp_group_sum(shard_sum: torch.Tensor, sp_group, divisor: str) -> torch.Tensor:
-    """The SP group's summed token loss (the same value on every rank), with the gradient DeepSpeed's averaging needs.
-
-    "sp_x_dp" (ZeRO-3): differentiable all-gather, each shard's gradient counted once per SP rank.
-    "dp" (ZeRO-2): the other ranks' sums as constants, each shard's gradient counted once.
-    """
-    if divisor == "sp_x_dp":
-        return torch.stack(torch.distributed.nn.functional.all_gather(shard_sum, group=sp_group)).sum()
-    total = shard_sum.detach().clone()
-    torch.distributed.all_reduce(total, group=sp_group)
-    return shard_sum + (total - shard_sum.detach())
 
 
 def token_weighted_sp_compute_loss(accelerator, model, inputs, return_outputs, pc):
@@ -63,13 +51,16 @@ def token_weighted_sp_compute_loss(accelerator, model, inputs, return_outputs, p
     if "labels" not in inputs and "shift_labels" in inputs:
         inputs["labels"] = inputs["shift_labels"]  # as upstream: the model computes its loss from labels
     sp_group = groups._get_sequence_parallel_group()
-    # MoE: the shard's LM loss alone, and the router aux loss of the whole sequence
-    # (longctx/training/layers/router_aux.py)
-    outputs, lm_loss, router_aux = forward_with_exact_router_aux(accelerator, model, inputs, sp_group)
+    # MoE: the shard's LM loss alone, and the router aux loss of the whole sequence, its gradient averaged like
+    # the LM term's (longctx/training/layers/router_aux.py)
+    divisor, micro_batches = getattr(accelerator, GRADIENT_DIVISOR), getattr(accelerator, STEP_MICRO_BATCHES, 1)
+    outputs, lm_loss, router_aux = forward_with_exact_router_aux(
+        accelerator, model, inputs, sp_group, divisor, micro_batches
+    )
     good_tokens = (inputs["shift_labels"] != -100).sum()
     # the model's loss is this shard's token mean; a shard with no label tokens contributes nothing
     shard_sum = torch.where(good_tokens > 0, lm_loss * good_tokens, torch.zeros_like(lm_loss))
-    group_sum = sp_group_sum(shard_sum, sp_group, getattr(accelerator, GRADIENT_DIVISOR))
+    group_sum = sp_group_sum(shard_sum, sp_group, divisor)
     dp_size = accelerator.num_processes // pc.sp_size
     loss = group_sum * dp_size / step_tokens.clamp(min=1) + router_aux
     return (loss, outputs) if return_outputs else loss

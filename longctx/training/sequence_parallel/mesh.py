@@ -47,6 +47,12 @@ def check_launched_mesh(topo, source: str, relaunch: str, use_cpu: bool = True) 
             f"launched with world size {world} and sp={sp}, but the recipe's accelerate_config {topo.path} "
             f"asks for world size {topo.world_size} and sp={topo.sp_size}; {relaunch}"
         )
+        if topo.num_machines > 1 and world < topo.world_size:
+            problem += (
+                f". It spans {topo.num_machines} machines: start `python -m longctx sft` on each, which reads the "
+                "machine count and rank from --num-machines/--machine-rank or from PET_NNODES/PET_NODE_RANK/"
+                "PET_MASTER_ADDR/PET_MASTER_PORT (Kubeflow, torchrun); `accelerate launch` alone reads neither"
+            )
         raise RecipeError(source, [problem])
 
 
