@@ -21,6 +21,7 @@ from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
 from longctx.training.sequence_parallel.gloo_all_to_all import install_gloo_all_to_all
 from longctx.training.sequence_parallel.gloo_uneven_gather import install_gloo_uneven_gather
 from longctx.training.sequence_parallel.hybrid import install_hybrid_sp
+from longctx.training.sequence_parallel.layer_shapes import fit_ulysses_to_layer_shapes
 from longctx.training.sequence_parallel.loss_weighting import install_token_weighted_sp_loss
 
 
@@ -42,6 +43,8 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     isolation_line += install_hybrid_sp(recipe, model_args, model)
     # accelerate registers Ulysses attention with SP off in eval: eval batches are then whole sequences per rank
     keep_sp_in_eval()
+    # Gemma 4's global and sliding layers differ in head size and KV heads: Ulysses splits each layer by its own
+    fit_ulysses_to_layer_shapes()
     # sp x dp over gloo: torch's all-to-all passes a group-local rank as a global one in SP subgroups
     install_gloo_all_to_all(sp_size)
     # gloo refuses an all-gather of unequal shapes, which the SP loader does when SP ranks hold rows of different
