@@ -43,6 +43,7 @@ def mesh_lines(launch) -> list[str]:
 
 def heads_line(launch) -> str:
     """The sp sizes this model allows, and whether its KV heads are replicated at this sp."""
+    from longctx.config.rules.head_shapes import layer_type_heads
     from longctx.preflight.checks.heads import kv_note, model_sp_sizes
 
     facts, ulysses = launch.facts, launch.topo.sp_ulysses_size  # the ranks heads split over: sp without a ring
@@ -50,6 +51,8 @@ def heads_line(launch) -> str:
     note = kv_note(facts.num_kv_heads, ulysses)
     linear = facts.config.get("linear_num_key_heads")
     linear = f", {linear} linear-attention key / {facts.config['linear_num_value_heads']} value" if linear else ""
+    kinds = layer_type_heads(facts.config)  # Gemma 4: layer types with heads of their own, each split by its own
+    linear += "".join(f"; {kind}: {heads} query / {kv} KV of {dim}" for kind, (heads, kv, dim) in kinds.items())
     return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV{linear}; valid sp sizes: {valid}" + (
         f"; {note}" if note else ""
     )
