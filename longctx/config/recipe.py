@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
+from longctx.config.data_keys import DataSourceArguments
 from longctx.config.keys import cli_keys, nearest_key_problems
 from longctx.config.paths import repo_path
 from longctx.config.problems import Problem, error
@@ -38,8 +39,9 @@ def _script_arguments_base():
 
 
 @dataclass
-class RecipeArguments(_script_arguments_base()):
-    """Recipe keys that TRL's dataclasses lack: the topology the recipe runs on and how the model starts."""
+class RecipeArguments(_script_arguments_base(), DataSourceArguments):
+    """Recipe keys that TRL's dataclasses lack: the topology the recipe runs on, how the model starts, and how a
+    user's data maps onto the formats (longctx/config/data_keys.py)."""
 
     accelerate_config: str | None = field(
         default=None,
@@ -84,6 +86,9 @@ class RecipeArguments(_script_arguments_base()):
     )
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
     config_source: str = field(default="command line", init=False, repr=False)
+    # Set by parse_values too: the keys the recipe file or the command line set, as opposed to defaults, so a
+    # rule can refuse a TRL key the user set that data_prep cannot honour (longctx/config/rules/data_keys.py).
+    explicit_keys: frozenset = field(default=frozenset(), init=False, repr=False)
 
     # ---- data preparation (data_prep/, `make data`): checked by rules.prepared_data.prepared_data_problems
     prepare_data: Literal["off", "packed", "unpacked"] = field(
@@ -212,6 +217,7 @@ def parse_values(values: dict, cli: list[str], source: str):
     if recipe.prepare_data is False:  # YAML reads a bare `off` as false
         recipe.prepare_data = "off"
     recipe.config_source = source
+    recipe.explicit_keys = frozenset(values) | frozenset(cli_keys(cli))
     return recipe, sft, model
 
 
