@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-dropped-fraction", type=float, help="fail above this fraction of unusable rows (default 0.05)"
     )
     p.add_argument("--output", help="parent folder of prepared datasets (default data/prepared)")
-    p.add_argument("--num-proc", type=int, help="tokenizer threads (default: a recipe's dataset_num_proc, or all cores)")
+    p.add_argument("--num-proc", type=int, help="tokenizer threads (default: a recipe's dataset_num_proc, else all)")
     p.add_argument("--shard-tokens", type=int, default=8_000_000, help="token slots per Arrow file (bounds memory)")
     p.add_argument("--quiet", action="store_true", help="no progress output (the summary is still printed)")
     p.add_argument("--progress-every", type=float, default=30.0, help="seconds between progress lines off a terminal")
@@ -67,10 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
 def prepare_recipe(args, overrides: list[str], progress) -> bool:
     """Prepare the recipe's data (data_prep/recipe_data.py); False when its `prepare_data` is off."""
     from data_prep.recipe_data import prepare_for_recipe
+    from data_prep.user_inputs import inputs_as_overrides, train_line
     from longctx.config.paths import resolve_recipe
     from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
-
-    from data_prep.user_inputs import inputs_as_overrides, train_line
 
     given = [f for f in RECIPE_KEY_OF_FLAG if getattr(args, f) is not None]
     if given:

@@ -73,7 +73,7 @@ def role_map_of(value) -> dict[str, str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"`role_map` is not valid JSON ({exc}); give e.g. '{{\"human\": \"user\"}}'") from None
+            raise ValueError(f'`role_map` is not valid JSON ({exc}); give e.g. \'{{"human": "user"}}\'') from None
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ValueError(f"`role_map` must map role names to role names, got {value!r}")
     return dict(value)

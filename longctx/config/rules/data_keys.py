@@ -48,9 +48,10 @@ def data_key_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
         msg = "is read by data_prep only, and `prepare_data` is off (TRL reads the dataset itself)"
         return [error(source, key, msg, fix) for key in DATA_PREP_KEYS if key in explicit]
     problems = []
-    for key, instead in REFUSED_WITH_PREPARED_DATA.items():
-        if key in explicit:
-            problems.append(error(source, key, "has no effect with `prepare_data` (data_prep builds the rows)", instead))
+    unread = "has no effect with `prepare_data` (data_prep builds the rows)"
+    problems += [
+        error(source, k, unread, instead) for k, instead in REFUSED_WITH_PREPARED_DATA.items() if k in explicit
+    ]
     for key, what in ALWAYS_ON.items():
         if key in explicit and getattr(sft, key) is False:
             msg = f"is false, but with `prepare_data` {what}"
