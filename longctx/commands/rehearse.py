@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from longctx.config.keys import nearest_key_problems, override_values, split_argv
-from longctx.config.paths import resolve_recipe, unknown_recipe_message
+from longctx.config.paths import recipes_epilog, resolve_recipe, unknown_recipe_message
 from longctx.cpu_rehearsal.derive import SET_BY_REHEARSAL, Derived, derive, raw_recipe
 
 
@@ -79,7 +79,12 @@ def override_problems(overrides: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m longctx rehearse", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m longctx rehearse",
+        description=__doc__.split("\n")[0],
+        epilog=recipes_epilog("python -m longctx rehearse llama8b-256k"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("recipe", help="a recipe name under recipes/ or a path")
     parser.add_argument("--workdir", help="where the miniature's files go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")

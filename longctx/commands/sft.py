@@ -13,7 +13,7 @@ import argparse
 import os
 
 from longctx.config.keys import recipe_with_overrides, split_argv
-from longctx.config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
+from longctx.config.paths import entrypoint, recipes_epilog, resolve_recipe, unknown_recipe_message
 from longctx.config.recipe import RecipeError, exit_on_recipe_error
 from longctx.config.topology import ConfigError, read_topology
 from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port, replace_process, supervised
@@ -21,7 +21,12 @@ from longctx.launch.cluster_env import cluster_machines, consume
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m longctx sft", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m longctx sft",
+        description=__doc__.splitlines()[0],
+        epilog=recipes_epilog("python -m longctx sft tiny-2k -- --max_steps 10 --output_dir outputs/try"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("recipe", help="a recipe: short name (llama8b-256k), name under recipes/ or path")
     p.add_argument("--dry-run", action="store_true", help="print the launch line only: no checks, no data, no run")
     p.add_argument("--no-launch", action="store_true", help="preflight and data only (a job's batch step)")
@@ -90,7 +95,7 @@ def machines_flags(args, accel: str) -> list[str]:
 def launch_argv(args, overrides: list[str], accel: str) -> list[str]:
     """The exact `accelerate launch` argv of the recipe on this machine."""
     recipe_path = resolve_recipe(args.recipe)
-    shown_path = os.path.relpath(recipe_path.resolve(), REPO_ROOT)
+    shown_path = os.path.relpath(recipe_path.resolve())  # the launch runs from the recipe's root
     if shown_path.startswith(".."):
         shown_path = str(recipe_path.resolve())
     flags = machines_flags(args, accel)
@@ -99,7 +104,7 @@ def launch_argv(args, overrides: list[str], accel: str) -> list[str]:
         flags += ["--main_process_ip", args.main_process_ip]
     elif not args.dry_run and port is None:
         port = free_port()  # two runs on one host must not meet on accelerate's default port
-    return accelerate_argv(accel, ["recipes/sft.py", "--config", shown_path, *overrides], flags, port)
+    return accelerate_argv(accel, [entrypoint(), "--config", shown_path, *overrides], flags, port)
 
 
 def main(argv: list[str]) -> int:

@@ -1,7 +1,9 @@
 """Where the repository keeps what every layer reads: recipes, architecture snapshots, configs.
 
-Every path a recipe names (its accelerate YAML, a snapshot, a dataset folder) is relative to the
-repository root, where launches run; this module is the one place that says where that root is.
+Every path a recipe names (its accelerate YAML, a snapshot, a dataset folder) is relative to the root of the
+repository that holds the recipe (`recipe_root`): this one for a shipped recipe, a team's repository for a recipe
+copied there (`python -m longctx cp`). The command line runs every tool from that root, wherever it is typed
+(longctx/cli.py), and launches run there; this module is the one place that says where the roots are.
 """
 
 import os
@@ -70,3 +72,47 @@ def launch_path(path: str | None = None) -> str:
     """
     rest = os.environ.get("PATH", "") if path is None else path
     return os.pathsep.join([str(Path(sys.executable).parent), rest]) if rest else str(Path(sys.executable).parent)
+
+
+def recipe_root(recipe: str | Path) -> Path:
+    """The folder a recipe's relative paths are relative to: the nearest folder above the recipe that holds the
+    accelerate YAML it names (`recipes/<model>/<name>.yaml` beside `accelerate_configs/`), else the folder that
+    holds its `recipes/` folder, else the working folder."""
+    import yaml
+
+    path = Path(recipe).resolve()
+    try:
+        named = (yaml.safe_load(path.read_text()) or {}).get("accelerate_config")
+    except (OSError, yaml.YAMLError, AttributeError):
+        named = None
+    if isinstance(named, str) and not Path(named).is_absolute():
+        found = next((folder for folder in path.parents if (folder / named).is_file()), None)
+        if found is not None:
+            return found
+    if "recipes" in path.parts[:-1]:
+        return Path(*path.parts[: len(path.parts) - 1 - path.parts[::-1].index("recipes", 1)])
+    return Path.cwd()
+
+
+def entrypoint() -> str:
+    """`recipes/sft.py` of the working folder (a repository with its own copy), else this repository's, absolute:
+    the script every launch runs, from the recipe's root."""
+    here = Path("recipes/sft.py")
+    return str(here) if here.is_file() else str(REPO_ROOT / here)
+
+
+def own_file(relative: str) -> str:
+    """A file of this repository (a worker script, a CPU accelerate YAML) as a launch from any folder names it."""
+    return relative if Path.cwd().resolve() == REPO_ROOT else str(REPO_ROOT / relative)
+
+
+def recipes_epilog(example: str) -> str:
+    """The end of every recipe subcommand's `--help`: what RECIPE may be (the short names listed) and one example."""
+    import textwrap
+
+    what = (
+        "RECIPE: a short name (recipes/README.md), a name under recipes/ (tiny-llama/sft-2k-cpu-sp2) or a path to "
+        "a recipe YAML, from any folder; recipe overrides (any recipe key) go after `--`. Short names:"
+    )
+    names = textwrap.fill(", ".join(SHORT_NAMES), 100, initial_indent="  ", subsequent_indent="  ")
+    return f"{textwrap.fill(what, 100)}\n{names}\n\nexample:\n  {example}"

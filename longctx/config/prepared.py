@@ -61,7 +61,7 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
         "pad_multiple": sft.pad_to_multiple_of if sft.pad_to_multiple_of and not fixed else 1,
         "fixed_length": fixed,
         "seed": sft.seed,
-        "output_dir": str(out_dir if out_dir.is_absolute() else REPO_ROOT / out_dir),
+        "output_dir": str(out_dir if out_dir.is_absolute() else Path.cwd() / out_dir),  # the recipe's root
         # the template that replaces the tokenizer's (`chat_template_path`): its masks are the data's
         "chat_template": str(template) if template else None,
     }

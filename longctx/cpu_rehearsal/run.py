@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from longctx.config.paths import REPO_ROOT
+from longctx.config.paths import REPO_ROOT, entrypoint
 from longctx.cpu_rehearsal.derive import SAVE_AT, STEPS, Derived
 from longctx.launch.accelerate_launch import accelerate_argv, free_port, read_mesh, run
 from longctx.preflight.checks.toolchain import uses_cpu_adam
@@ -59,7 +59,7 @@ def write_files(derived: Derived, work: Path, name: str = "") -> Path:
 
 
 def launch(name: str, derived: Derived, recipe: Path, *extra: str) -> str:
-    target = ["recipes/sft.py", "--config", str(recipe), *extra]
+    target = [entrypoint(), "--config", str(recipe), *extra]
     out = command(name, accelerate_argv(derived.recipe["accelerate_config"], target, port=free_port()))
     mesh = read_mesh(out)
     if mesh is None or (mesh.sp, mesh.world) != (derived.sp, derived.sp * derived.dp):

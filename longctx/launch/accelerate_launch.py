@@ -21,7 +21,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from longctx.config.paths import REPO_ROOT, launch_path
+from longctx.config.paths import launch_path
 from longctx.training.credentials import redact_argv
 
 ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
@@ -73,16 +73,15 @@ def runtime_env(offline: bool, base: dict | None = None) -> dict:
 
 
 def run(argv: list[str], offline: bool, capture: bool = False, timeout: float | None = None, env=None):
-    """Start the launch from the repository root (where recipes name their files) and wait for it."""
+    """Start the launch from the working folder, the recipe's root (longctx/commands/workdir.py moved there), and
+    wait for it."""
     env = runtime_env(offline, env)
-    return subprocess.run(
-        argv, cwd=REPO_ROOT, env=env, capture_output=capture, text=True, timeout=timeout, check=False
-    )
+    return subprocess.run(argv, env=env, capture_output=capture, text=True, timeout=timeout, check=False)
 
 
 def replace_process(argv: list[str], offline: bool = False) -> None:
-    """Become the launch (no parent left waiting: signals reach accelerate directly); never returns."""
-    os.chdir(REPO_ROOT)
+    """Become the launch (no parent left waiting: signals reach accelerate directly), in the working folder (the
+    recipe's root); never returns."""
     sys.stdout.flush()
     os.execve(argv[0], argv, runtime_env(offline))
 
