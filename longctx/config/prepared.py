@@ -160,6 +160,22 @@ def _nearest_differences(settings: dict, recipe: str) -> str:
     return f" (prepared before with: {'; '.join(notes)})" if notes else ""
 
 
+def prepare_command(recipe: str) -> str:
+    """The command that prepares the recipe's data where the run is: `make data` in this repository (its Makefile),
+    the command line in any other folder where it is installed, or how to get it in a copy without it."""
+    import importlib.util
+
+    here = Path.cwd().resolve()
+    if here == REPO_ROOT and (here / "Makefile").is_file():
+        return f"`make data RECIPE={recipe}` (`make sft` runs it for you)"
+    if importlib.util.find_spec("longctx.commands") is not None:
+        return f"`python -m longctx data {recipe}` (`python -m longctx sft {recipe}` runs it for you)"
+    return (
+        f"`python -m longctx data {recipe}` here, with the longctx command line installed from its repository "
+        "(`pip install -e PATH_TO_LONGCTX`)"
+    )
+
+
 def find_prepared(settings: dict, recipe: str) -> Path:
     """The dataset folder the manifest names for these settings, after checking it still matches; no network.
 
@@ -167,7 +183,7 @@ def find_prepared(settings: dict, recipe: str) -> Path:
     folder is not, since listing a folder the way data_prep does is data_prep's job).
     """
     path = manifest_path(settings)
-    rebuild = f"run `make data RECIPE={recipe}` (`make sft` runs it for you)"
+    rebuild = f"run {prepare_command(recipe)}"
     if not path.is_file():
         raise ManifestError(
             f"no prepared dataset for this recipe's data settings{_nearest_differences(settings, recipe)}; {rebuild}"

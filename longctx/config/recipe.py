@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from longctx.config.data_keys import DataSourceArguments
-from longctx.config.keys import cli_keys, nearest_key_problems
+from longctx.config.keys import cli_keys, nearest_key_problems, without_keys
 from longctx.config.paths import repo_path
 from longctx.config.problems import Problem, error
 from longctx.config.rules import recipe_problems
@@ -233,18 +233,48 @@ def parse_recipe(argv: list[str]):
         values = load_yaml_mapping(source) if source != "command line" else {}
     except ConfigError as exc:
         raise RecipeError(source, [str(exc)]) from None
-    known = recipe_keys()
-    problems = nearest_key_problems(values, known, source, "remove it, or check the spelling against `--help`")
-    problems += nearest_key_problems(cli_keys(cli), known, "command line", "check the spelling against `--help`")
-    if problems:
-        raise RecipeError(source, problems)
+    unknown = unknown_key_problems(values, cli, source)
     for key, value in (values.get("env") or {}).items():  # TRL's `env` key, as TrlParser applies it
         os.environ[key] = str(value)
-    recipe, sft, model = parse_values(values, cli, source)
-    errors = [p for p in check_recipe(recipe, sft, model, source) if p.severity == "error"]
+    known = recipe_keys()  # every problem at once: the unknown keys are dropped and the rest still checked
+    cli = without_keys(cli, {p.key for p in unknown})
+    try:
+        recipe, sft, model = parse_values({k: v for k, v in values.items() if k in known or k == "env"}, cli, source)
+    except RecipeError as exc:
+        raise RecipeError(source, unknown + exc.problems) from None
+    errors = unknown + [p for p in check_recipe(recipe, sft, model, source) if p.severity == "error"]
     if errors:
         raise RecipeError(source, errors)
     return recipe, sft, model
+
+
+NOT_A_KEY = "not a recipe key (`python recipes/sft.py --help` lists them all)"
+
+
+def unknown_key_problems(values: dict, cli: list[str], source: str) -> list[Problem]:
+    """The recipe's and the command line's unknown keys, each with where its value lives when it is another
+    file's key (longctx/config/key_homes.py), else the nearest recipe key."""
+    from longctx.config.key_homes import key_home
+
+    known = recipe_keys()
+    accel = next((v for k, v in override_pairs(cli) if k == "accelerate_config"), values.get("accelerate_config"))
+
+    def home(key):
+        return key_home(key, accel if isinstance(accel, str) else None)
+
+    problems = nearest_key_problems(values, known, source, f"remove it: {NOT_A_KEY}", home=home)
+    return problems + nearest_key_problems(cli_keys(cli), known, "command line", NOT_A_KEY, home=home)
+
+
+def override_pairs(cli: list[str]) -> list[tuple[str, str | None]]:
+    """(key, first value) of each `--key value` on a command line."""
+    pairs = []
+    for i, arg in enumerate(cli):
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            following = cli[i + 1] if i + 1 < len(cli) and not cli[i + 1].startswith("--") else None
+            pairs.append((name, value if eq else following))
+    return pairs
 
 
 def recipe_topology(recipe: RecipeArguments) -> Topology:

@@ -9,10 +9,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from longctx.config.keys import cli_keys, nearest_key_problems
+from longctx.config.keys import cli_keys, without_keys
 from longctx.config.paths import display_path, recipe_names, repo_path, resolve_recipe
 from longctx.config.problems import Problem, error
-from longctx.config.recipe import RecipeError, parse_values, recipe_keys
+from longctx.config.recipe import RecipeError, parse_values, recipe_keys, unknown_key_problems
 from longctx.config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 from longctx.preflight.facts import ModelFacts, recipe_facts
 
@@ -74,12 +74,11 @@ def load_recipe(launch: Launch, path: Path, overrides: list[str]) -> None:
         launch.problems.append(error(launch.source, "recipe", str(exc), "pass a recipe name under recipes/ or a path"))
         return
     known = recipe_keys()
-    launch.problems += nearest_key_problems(values, known, launch.source, "run `python recipes/sft.py --help`")
-    unknown_cli = nearest_key_problems(cli_keys(overrides), known, "command line", "check the spelling against --help")
-    launch.problems += unknown_cli
-    launch.raw = dict(values)
-    if unknown_cli:  # argparse would stop at the first one; the file's keys are reported above
-        return
+    unknown = unknown_key_problems(values, overrides, launch.source)
+    launch.problems += unknown
+    launch.raw = {k: v for k, v in values.items() if k in known or k == "env"}
+    # every problem at once: argparse would stop at the first unknown flag, so they are dropped and the rest parsed
+    overrides = without_keys(overrides, {p.key for p in unknown})
     try:
         parsed = parse_values({k: v for k, v in values.items() if k in known}, overrides, launch.source)
     except RecipeError as exc:
