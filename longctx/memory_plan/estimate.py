@@ -67,6 +67,42 @@ class MemoryPlan:
             out.append((f.name, value))
         return out
 
+    def zero_reasons(self) -> dict[str, str]:
+        """Why each row that `rows` shows as 0.00 is zero, for the plan's table: a term not counted (the larger of
+        two working sets that never coexist counts) is not a term that costs nothing."""
+        mixer = max(self.attention, self.linear_attention)
+        layer = mixer + self.mlp + self.hidden_states
+        reasons = {}
+        for name, value in self.rows():
+            raw = getattr(self, name)
+            if value or not raw and name not in WHY_ZERO:
+                continue
+            head, layer_shown = shown(self.lm_head), shown(layer)
+            if name in ("attention", "linear_attention") and raw and raw < mixer and self.lm_head <= layer:
+                larger = shown(mixer)
+                reasons[name] = f"{shown(raw)} not counted: a layer runs one token mixer; the larger, {larger}, counts"
+            elif name in ("attention", "linear_attention", "mlp", "hidden_states", "lm_head") and raw:
+                both = f"one layer ({layer_shown} in all) and the loss head ({head}) never coexist; the larger counts"
+                reasons[name] = f"{shown(raw)} not counted: {both}"
+            elif not raw:
+                reasons[name] = WHY_ZERO[name]
+        return reasons
+
+
+def shown(gib: float) -> str:
+    """GiB as the plan prints them: two decimals, and `<0.01` for a term too small for them (a tiny model's)."""
+    return "<0.01" if 0 < gib < 0.005 else f"{gib:.2f}"
+
+
+WHY_ZERO = {  # rows that are 0 by the recipe's settings
+    "attention": "no softmax attention layers",
+    "linear_attention": "no linear-attention layers",
+    "gathered_params": "no ZeRO-3 gathering",
+    "checkpoints": "no activation checkpoints kept on the GPU",
+    "packed_mask": "no [s, s] mask: documents are isolated at their starts, or rows are unpacked",
+    "comm_buffers": "no SP all-to-all and no reduce bucket",
+}
+
 
 def estimate(
     arch_config: dict,
