@@ -30,6 +30,7 @@ from longctx.training.data.prepared import recipe_datasets
 from longctx.training.faults.guard import train_to_outcome
 from longctx.training.faults.signals import watch_for_preemption
 from longctx.training.model_build import build_model
+from longctx.training.next_steps import next_steps
 from longctx.training.process_patches import install_process_patches
 from longctx.training.sequence_parallel.mesh import check_launched_mesh, report_mesh
 from longctx.training.shutdown import exit_cleanly
@@ -107,6 +108,8 @@ def main(recipe, training_args, model_args):
     # No rank may tear down its process group while rank 0 is still writing (see longctx/training/shutdown.py).
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
+    for line in next_steps(source, os.path.abspath(training_args.output_dir), bool(model_args.use_peft)):
+        trainer.accelerator.print(line)
     trainer.end()
     exit_cleanly(0)
 
