@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m data_prep", description=__doc__.split("\n")[0])
     p.add_argument("--recipe", help="recipe YAML (or name under recipes/) to read everything from")
     p.add_argument("--skip-if-off", action="store_true", help="exit 0 when the recipe has prepare_data: off")
-    p.add_argument("--input", action="append", help="file, folder or glob (repeatable)")
+    p.add_argument("--input", nargs="+", action="extend", help="files, folders or globs (repeatable), or one Hub id")
     p.add_argument("--hub", help="Hub dataset name (streamed)")
     p.add_argument("--hub-config")
     p.add_argument("--split", help="the split to read (default train; a recipe's `dataset_train_split`)")
