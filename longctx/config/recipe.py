@@ -238,14 +238,30 @@ def parse_recipe(argv: list[str]):
         os.environ[key] = str(value)
     known = recipe_keys()  # every problem at once: the unknown keys are dropped and the rest still checked
     cli = without_keys(cli, {p.key for p in unknown})
-    try:
-        recipe, sft, model = parse_values({k: v for k, v in values.items() if k in known or k == "env"}, cli, source)
-    except RecipeError as exc:
-        raise RecipeError(source, unknown + exc.problems) from None
-    errors = unknown + [p for p in check_recipe(recipe, sft, model, source) if p.severity == "error"]
+    parsed, bad_values = parse_collecting({k: v for k, v in values.items() if k in known or k == "env"}, cli, source)
+    if parsed is None:
+        raise RecipeError(source, unknown + bad_values)
+    recipe, sft, model = parsed
+    errors = unknown + bad_values + [p for p in check_recipe(recipe, sft, model, source) if p.severity == "error"]
     if errors:
         raise RecipeError(source, errors)
     return recipe, sft, model
+
+
+def parse_collecting(values: dict, cli: list[str], source: str):
+    """((recipe, sft, model) or None, problems): a value the parser rejects is reported and dropped, and the rest
+    parsed again, so one bad value does not hide the rules' findings on everything else."""
+    problems = []
+    for _ in range(len(values) + len(cli) + 1):
+        try:
+            return parse_values(values, cli, source), problems
+        except RecipeError as exc:
+            problems += exc.problems
+            keys = {p.key for p in exc.problems if isinstance(p, Problem)}
+            if not keys & (set(cli_keys(cli)) | set(values)):
+                return None, problems
+            cli, values = without_keys(cli, keys), {k: v for k, v in values.items() if k not in keys}
+    return None, problems
 
 
 NOT_A_KEY = "not a recipe key (`python recipes/sft.py --help` lists them all)"

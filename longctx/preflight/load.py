@@ -12,7 +12,7 @@ from pathlib import Path
 from longctx.config.keys import cli_keys, without_keys
 from longctx.config.paths import display_path, recipe_names, repo_path, resolve_recipe
 from longctx.config.problems import Problem, error
-from longctx.config.recipe import RecipeError, parse_values, recipe_keys, unknown_key_problems
+from longctx.config.recipe import parse_collecting, recipe_keys, unknown_key_problems
 from longctx.config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 from longctx.preflight.facts import ModelFacts, recipe_facts
 
@@ -79,10 +79,9 @@ def load_recipe(launch: Launch, path: Path, overrides: list[str]) -> None:
     launch.raw = {k: v for k, v in values.items() if k in known or k == "env"}
     # every problem at once: argparse would stop at the first unknown flag, so they are dropped and the rest parsed
     overrides = without_keys(overrides, {p.key for p in unknown})
-    try:
-        parsed = parse_values({k: v for k, v in values.items() if k in known}, overrides, launch.source)
-    except RecipeError as exc:
-        launch.problems += [p for p in exc.problems if isinstance(p, Problem)]
+    parsed, bad_values = parse_collecting({k: v for k, v in values.items() if k in known}, overrides, launch.source)
+    launch.problems += [p for p in bad_values if isinstance(p, Problem)]
+    if parsed is None:
         return
     launch.recipe, launch.sft, launch.model = parsed
     for key in cli_keys(overrides):  # what the command line set, as the dataclasses typed it
