@@ -97,3 +97,13 @@ def test_a_recipe_header_names_the_attention_backend_the_recipe_sets(path):
     for sentence in re.findall(r"[^.(]*keeps[^.]*", header):
         named = [name for name, pattern in BACKENDS.items() if re.search(pattern, sentence)]
         assert named in ([], [backend]), sentence
+
+
+def test_the_gpu_node_doc_opens_with_a_first_hour_checklist_and_names_no_machine_of_ours():
+    """Before: lab notes with this project's machine paths (/work/...) and no first-hour checklist for a node; the
+    checklist's commands are held to the code by tests/test_docs.py like every documented command."""
+    text = (REPO / "docs/gpu-node.md").read_text()
+    assert "## The first hour on an 8-GPU node" in text.split("## Install on the node", 1)[0]
+    steps = re.findall(r"^\d+\. ", text.split("## The first hour on an 8-GPU node", 1)[1].split("\n## ")[0], re.M)
+    assert len(steps) >= 6
+    assert not re.search(r"/work/|/root/|/home/", text)
