@@ -256,7 +256,7 @@ def check_python(text: str) -> list[str]:
     if cmd[0].startswith("benchmarks/"):  # a benchmark's sub-command is one of its choices
         problems += [f"`{label}` has no choice {t}" for t in positional if t not in helps()[label][1]]
     first = ours[1:2] if ours[:1] == ["plan"] and cmd[1] != "longctx" else ours[:1]  # the recipe comes first
-    takes_recipe = cmd[1] != "longctx" or cmd[2:3] not in (["export"], ["ls"])
+    takes_recipe = cmd[1:2] != ["longctx"] or cmd[2:3] not in (["export"], ["ls"])
     if cmd[0] == "-m" and cmd[1] in RECIPE_CLIS and takes_recipe and first and not first[0].startswith("-"):
         problems += recipe_problem(first[0])
     if "--recipe" in ours[:-1]:
