@@ -7,7 +7,8 @@
     python -m longctx probe tiny-2k --sp 2                     prove packed documents stay isolated
     python -m longctx rehearse llama8b-256k                    the recipe in miniature on CPU, end to end
     python -m longctx eval tiny-2k --checkpoint DIR            long-context retrieval eval on the recipe's mesh
-    python -m longctx export outputs/tiny-llama/sft-2k-cpu-sp2 a plain Hugging Face folder of a trained run
+    python -m longctx export outputs/tiny-llama/sft-2k-cpu-sp2
+                                                               a trained run as a plain Hugging Face folder
     python -m longctx ls                                       every recipe: model, length, mesh, GPUs, memory
     python -m longctx cp tiny-2k ../team-repo                  a recipe and the files it needs, into a repository
 

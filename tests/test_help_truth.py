@@ -104,6 +104,7 @@ def test_the_gpu_node_doc_opens_with_a_first_hour_checklist_and_names_no_machine
     checklist's commands are held to the code by tests/test_docs.py like every documented command."""
     text = (REPO / "docs/gpu-node.md").read_text()
     assert "## The first hour on an 8-GPU node" in text.split("## Install on the node", 1)[0]
-    steps = re.findall(r"^\d+\. ", text.split("## The first hour on an 8-GPU node", 1)[1].split("\n## ")[0], re.M)
+    checklist = text.split("## The first hour on an 8-GPU node", 1)[1].split("\n## ")[0]
+    steps = re.findall(r"^\d+\. ", checklist, re.MULTILINE)
     assert len(steps) >= 6
     assert not re.search(r"/work/|/root/|/home/", text)

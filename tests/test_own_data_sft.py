@@ -41,7 +41,7 @@ def test_a_sharegpt_jsonl_trains_through_make_sft(tmp_path):
     trained(tmp_path, make_sft(tmp_path, f"--data_files {data}"), "messages")
 
 
-@pytest.mark.subprocess
+@pytest.mark.slow  # the default tier runs the same file through data_prep in-process (tests/test_own_data.py)
 def test_a_file_with_30_percent_malformed_rows_stops_before_the_launch_naming_the_report(tmp_path):
     data = tmp_path / "bad.jsonl"
     data.write_text("".join(json.dumps(sharegpt(i)) + "\n" if i % 10 >= 3 else "{oops\n" for i in range(20)))

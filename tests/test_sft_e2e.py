@@ -6,7 +6,6 @@ it must show up nowhere in the output, the saved arguments, the trainer state or
 
 import re
 import subprocess
-import sys
 
 import pytest
 from safetensors.torch import load_file
@@ -87,18 +86,20 @@ def test_readmes_sample_lines_are_the_runs(make_sft):
     assert len(fixed) >= 4 and all(line in log for line in fixed), [line for line in fixed if line not in log]
 
 
-def test_export_of_its_zero3_checkpoint_loads_with_plain_transformers_and_gives_the_trained_logits(make_sft, tmp_path):
-    """`python -m longctx export` of checkpoint-12 (the ZeRO-3 partitions of both ranks) against the model the run
-    itself saved at the same step (gathered from the live engine): the same logits."""
+def test_export_of_its_zero3_checkpoint_loads_with_plain_transformers_and_gives_the_trained_logits(
+    make_sft, tmp_path, capsys
+):
+    """`python -m longctx export` of checkpoint-12 (the ZeRO-3 partitions of both ranks; in-process, its command
+    line runs in tests/test_export.py) against the model the run itself saved at the same step, gathered from the
+    live engine: the same logits under plain transformers."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    from longctx.cli import main as longctx
+
     _, out = make_sft
-    cmd = [sys.executable, "-m", "longctx", "export", str(out / "checkpoint-12"), "--out", str(tmp_path / "plain")]
-    env = env_with_tokens()
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "(zero checkpoint, fp32), wrote a plain model in float32" in proc.stdout
+    assert longctx(["export", str(out / "checkpoint-12"), "--out", str(tmp_path / "plain")]) == 0
+    assert "(zero checkpoint, fp32), wrote a plain model in float32" in capsys.readouterr().out
     exported = AutoModelForCausalLM.from_pretrained(tmp_path / "plain")
     trained = AutoModelForCausalLM.from_pretrained(out)
     ids = torch.arange(3, 300).unsqueeze(0)

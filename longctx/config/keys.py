@@ -53,6 +53,17 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return list(argv), []
 
 
+def override_pairs(cli: list[str]) -> list[tuple[str, str | None]]:
+    """(key, first value) of each `--key value` on a command line."""
+    pairs = []
+    for i, arg in enumerate(cli):
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            following = cli[i + 1] if i + 1 < len(cli) and not cli[i + 1].startswith("--") else None
+            pairs.append((name, value if eq else following))
+    return pairs
+
+
 def override_values(argv: list[str]) -> dict[str, str | list[str]]:
     """Recipe overrides as strings, the way a recipe YAML would hold them: `--key value` and `--key=value` give a
     string, `--key a b` a list, a bare `--flag` "true" and `--no_flag` "false" (TRL's parser types them later)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from longctx.config.data_keys import DataSourceArguments
-from longctx.config.keys import cli_keys, nearest_key_problems, without_keys
+from longctx.config.keys import cli_keys, nearest_key_problems, override_pairs, without_keys
 from longctx.config.paths import repo_path
 from longctx.config.problems import Problem, error
 from longctx.config.rules import recipe_problems
@@ -280,17 +280,6 @@ def unknown_key_problems(values: dict, cli: list[str], source: str) -> list[Prob
 
     problems = nearest_key_problems(values, known, source, f"remove it: {NOT_A_KEY}", home=home)
     return problems + nearest_key_problems(cli_keys(cli), known, "command line", NOT_A_KEY, home=home)
-
-
-def override_pairs(cli: list[str]) -> list[tuple[str, str | None]]:
-    """(key, first value) of each `--key value` on a command line."""
-    pairs = []
-    for i, arg in enumerate(cli):
-        if arg.startswith("--"):
-            name, eq, value = arg[2:].partition("=")
-            following = cli[i + 1] if i + 1 < len(cli) and not cli[i + 1].startswith("--") else None
-            pairs.append((name, value if eq else following))
-    return pairs
 
 
 def recipe_topology(recipe: RecipeArguments) -> Topology:

@@ -35,10 +35,14 @@ def read_weights(checkpoint: Path) -> tuple[dict, str]:
     """(fp32 state dict by parameter name, which form it was read from: `universal` or `zero`)."""
     if (checkpoint / UNIVERSAL_LATEST).is_file():
         return universal_weights(checkpoint / (checkpoint / UNIVERSAL_LATEST).read_text().strip()), "universal"
+    import contextlib
+    import io
+
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
-    try:
-        return get_fp32_state_dict_from_zero_checkpoint(str(checkpoint)), "zero"
+    try:  # its progress prints ("Processing zero checkpoint ...") say nothing the summary line does not
+        with contextlib.redirect_stdout(io.StringIO()):
+            return get_fp32_state_dict_from_zero_checkpoint(str(checkpoint)), "zero"
     except (FileNotFoundError, ValueError) as exc:
         raise ExportError(f"{checkpoint}: cannot read its ZeRO partitions ({exc})") from None
 

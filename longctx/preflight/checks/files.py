@@ -6,6 +6,7 @@ against the installed DeepSpeed by a test (tests/test_preflight_files.py).
 """
 
 import dataclasses
+import glob
 from pathlib import Path
 
 from longctx.config.key_homes import (
@@ -63,4 +64,8 @@ def check(launch) -> list[Problem]:
         if isinstance(value, str) and value and looks_local(value) and not repo_path(value).exists():
             fix = "fix the path (relative to the repository root), or name a Hub id as `org/name`"
             problems.append(error(launch.source, key, f"{value}: no such file or folder", fix))
+    for value in getattr(launch.recipe, "data_files", None) or []:
+        if not (repo_path(value).exists() or glob.glob(str(repo_path(value)), recursive=True)):
+            fix = "fix the path (absolute, or relative to the recipe's repository), or the glob"
+            problems.append(error(launch.source, "data_files", f"{value}: no such file, folder or glob match", fix))
     return problems
