@@ -108,7 +108,8 @@ def main(recipe, training_args, model_args):
     # No rank may tear down its process group while rank 0 is still writing (see longctx/training/shutdown.py).
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
-    for line in next_steps(source, os.path.abspath(training_args.output_dir), bool(model_args.use_peft)):
+    overrides = [a for i, a in enumerate(sys.argv[1:]) if a != "--config" and (i == 0 or sys.argv[i] != "--config")]
+    for line in next_steps(source, os.path.abspath(training_args.output_dir), bool(model_args.use_peft), overrides):
         trainer.accelerator.print(line)
     trainer.end()
     exit_cleanly(0)

@@ -3,7 +3,8 @@
 Default tier: the push path (the Hub client injected, never the network; the token never printed) and the
 refusals. The full run's ZeRO-3 checkpoint is exported in tests/test_sft_e2e.py (its run saves one). Slow: a LoRA
 run through `python -m longctx sft`, exported merged from its ZeRO-3 checkpoint and again from the universal
-checkpoint of the same step, each against the adapter the run saved over its rebuilt base (eval's loader).
+checkpoint of the same step (the base rebuilt from `--recipe`: a LoRA checkpoint holds the adapter only), each
+against the adapter the run saved over its rebuilt base (eval's loader).
 """
 
 import subprocess
@@ -103,15 +104,21 @@ def exported_logits(folder, ids):
 def test_a_lora_run_exports_merged_from_zero3_and_from_universal_with_the_trained_logits(lora_run, tmp_path):
     ids = torch.arange(3, 200).unsqueeze(0)
     expected = reference_logits(lora_run, ids)
-    proc = longctx("export", str(lora_run), "--merge-lora", "--out", str(tmp_path / "zero"), cwd=tmp_path)
+    # the checkpoint holds the adapter only; this recipe's base is random (`model_init: random`), saved nowhere
+    base_unknown = longctx("export", str(lora_run), "--merge-lora", "--out", str(tmp_path / "x"), cwd=tmp_path)
+    assert base_unknown.returncode == 2 and "pass `--recipe RECIPE`" in base_unknown.stderr, base_unknown.stderr
+    rebuild = ["--recipe", RECIPE, "--", *LORA]
+    proc = longctx("export", str(lora_run), "--merge-lora", "--out", str(tmp_path / "zero"), *rebuild, cwd=tmp_path)
     assert proc.returncode == 0 and "(zero checkpoint, fp32), wrote a plain model" in proc.stdout, proc.stderr
     assert torch.allclose(exported_logits(tmp_path / "zero", ids), expected, atol=1e-5)
-    unmerged = longctx("export", str(lora_run), "--out", str(tmp_path / "adapter"), cwd=tmp_path)
+    unmerged = longctx("export", str(lora_run), "--out", str(tmp_path / "adapter"), *rebuild, cwd=tmp_path)
     assert "a PEFT LoRA adapter (pass --merge-lora for a plain model)" in unmerged.stdout, unmerged.stderr
     checkpoint = lora_run / "checkpoint-2"
     convert = [sys.executable, "-m", "longctx.training.checkpoints.universal", str(checkpoint)]
     done = subprocess.run(convert, env=env_with_tokens(), capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    proc = longctx("export", str(checkpoint), "--merge-lora", "--out", str(tmp_path / "universal"), cwd=tmp_path)
+    proc = longctx(
+        "export", str(checkpoint), "--merge-lora", "--out", str(tmp_path / "universal"), *rebuild, cwd=tmp_path
+    )
     assert proc.returncode == 0 and "(universal checkpoint, fp32)" in proc.stdout, proc.stderr
     assert torch.allclose(exported_logits(tmp_path / "universal", ids), expected, atol=1e-5)

@@ -2,7 +2,8 @@
 
 RUN is a run's output_dir (its latest complete checkpoint) or one checkpoint-N folder: ZeRO-3 partitions, or the
 universal checkpoint when it was converted. The folder written loads with `AutoModelForCausalLM.from_pretrained`
-(a LoRA run: with `--merge-lora`, else it is PEFT's adapter). `--push-to-hub` uploads it with the token of
+(a LoRA run: with `--merge-lora`, else it is PEFT's adapter; its base is rebuilt from `--recipe RECIPE` and the
+run's overrides after `--`, or loaded from the adapter's base model). `--push-to-hub` uploads it with the token of
 HF_TOKEN (or `-- --hub_token X`, moved there first), which is never printed. The work is longctx/export/.
 """
 
@@ -23,6 +24,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--merge-lora", action="store_true", help="fold a LoRA adapter into its base: a plain model")
     p.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
                    help="weights' dtype (auto: the run's config)")  # fmt: skip
+    p.add_argument("--recipe", help="a LoRA run's recipe (overrides after `--`): rebuilds its base as the run did")
     p.add_argument("--push-to-hub", metavar="ORG/NAME", help="then upload the folder to this Hub repository")
     p.add_argument("--private", action="store_true", help="create the Hub repository private")
     return p
@@ -30,17 +32,18 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     from longctx.config.keys import split_argv
-    from longctx.export.build import export, summary
+    from longctx.export.build import export, recipe_base_builder, summary
     from longctx.export.weights import ExportError
 
     own, overrides = split_argv(argv)
     args = make_parser().parse_args(own)
-    if overrides:
-        print(f"error: export takes no recipe overrides (got {overrides[0]}); its flags: --help", file=sys.stderr)
+    if overrides and not args.recipe:
+        print(f"error: recipe overrides ({overrides[0]} ...) go with --recipe RECIPE", file=sys.stderr)
         return 2
     out = args.out or os.path.join(args.run, "export-merged" if args.merge_lora else "export")
     try:
-        result = export(args.run, out_path(out), args.merge_lora, args.dtype)
+        base = recipe_base_builder(args.recipe, overrides) if args.recipe else None
+        result = export(args.run, out_path(out), args.merge_lora, args.dtype, base)
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

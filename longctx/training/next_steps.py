@@ -9,18 +9,22 @@ import shlex
 from pathlib import Path
 
 
-def next_steps(recipe: str, output_dir: str, lora: bool) -> list[str]:
-    """The lines printed after `[done] model saved to ...`."""
+def next_steps(recipe: str, output_dir: str, lora: bool, overrides: list[str] = ()) -> list[str]:
+    """The lines printed after `[done] model saved to ...`; `overrides`: the run's command line after its recipe
+    (a LoRA export rebuilds the base from the recipe as the run did; secrets masked)."""
+    from longctx.training.credentials import redact_argv
+
     out = shlex.quote(str(output_dir))
     has_checkpoint = any(Path(output_dir).glob("checkpoint-*/latest"))
-    lines = [f"[next] evaluate: python -m longctx eval {shlex.quote(recipe)} --checkpoint {out}"]
+    tail = f" -- {shlex.join(redact_argv(list(overrides)))}" if overrides else ""
+    lines = [f"[next] evaluate: python -m longctx eval {shlex.quote(recipe)} --checkpoint {out}{tail}"]
     if lora:
         merged = shlex.quote(str(Path(output_dir) / "export-merged"))
         lines.append(
             f'[next] load: PeftModel.from_pretrained(base_model, "{output_dir}") (the adapter, over its base)'
         )
-        how = f"python -m longctx export {out} --merge-lora" if has_checkpoint else "save a checkpoint first "
-        how += "" if has_checkpoint else "(`save_strategy: steps`), then python -m longctx export RUN --merge-lora"
+        export = f"python -m longctx export {out} --merge-lora --recipe {shlex.quote(recipe)}{tail}"
+        how = export if has_checkpoint else f"save a checkpoint (`save_strategy: steps`), then {export}"
         lines.append(f"[next] export as one plain model: {how} (writes {merged})")
     else:
         lines.append(f'[next] load: AutoModelForCausalLM.from_pretrained("{output_dir}")')
