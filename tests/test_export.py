@@ -80,12 +80,12 @@ def lora_run(tmp_path_factory):
 
 def reference_logits(out, ids):
     """The trained model as eval loads it: the base rebuilt from the recipe (random, seeded), the adapter the run
-    saved at its end (gathered from the live engine by PEFT), merged."""
+    saved at its end (gathered from the live engine by PEFT), merged. `out=None`: the base alone."""
     from longctx.config.recipe import parse_recipe
     from longctx.evaluation.worker import load_model
 
     recipe, sft, model_args = parse_recipe(["--config", RECIPE, *LORA])
-    model, _ = load_model(recipe, sft, model_args, str(out))
+    model, _ = load_model(recipe, sft, model_args, str(out) if out else None)
     with torch.no_grad():
         return model.eval()(ids).logits
 
@@ -104,6 +104,7 @@ def exported_logits(folder, ids):
 def test_a_lora_run_exports_merged_from_zero3_and_from_universal_with_the_trained_logits(lora_run, tmp_path):
     ids = torch.arange(3, 200).unsqueeze(0)
     expected = reference_logits(lora_run, ids)
+    assert not torch.allclose(reference_logits(None, ids), expected, atol=1e-3)  # the adapter changed the model
     # the checkpoint holds the adapter only; this recipe's base is random (`model_init: random`), saved nowhere
     base_unknown = longctx("export", str(lora_run), "--merge-lora", "--out", str(tmp_path / "x"), cwd=tmp_path)
     assert base_unknown.returncode == 2 and "pass `--recipe RECIPE`" in base_unknown.stderr, base_unknown.stderr

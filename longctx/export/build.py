@@ -66,6 +66,8 @@ def build_model(checkpoint: Path, state: dict, merge_lora: bool, recipe_base=Non
 def load(model, state: dict, checkpoint: Path, needed) -> None:
     """The checkpoint's parameters into the model: none left over, and every `needed` one present (a full model's
     all but a tied output embedding; an adapter's LoRA weights, over a base loaded already)."""
+    shapes = {name: p.shape for name, p in model.state_dict().items()}
+    state = {k: v.view(shapes[k]) if k in shapes and v.numel() == shapes[k].numel() else v for k, v in state.items()}
     result = model.load_state_dict(state, strict=False)
     tied = tied_output_embedding(model)
     missing = [k for k in result.missing_keys if needed(k) and k not in tied]

@@ -48,10 +48,15 @@ def read_weights(checkpoint: Path) -> tuple[dict, str]:
 
 
 def universal_weights(folder: Path) -> dict:
-    """Every `zero/<name>/fp32.pt` of a universal checkpoint (ds_to_universal saves `{"param": tensor}`)."""
+    """Every `zero/<name>/fp32.pt` of a universal checkpoint: `{"param": tensor}` or the tensor itself, flat for
+    a ZeRO-3 source (DeepSpeed's universal loader views it in the parameter's shape; `build.load` does too)."""
     import torch
 
     files = sorted((folder / "zero").glob("*/fp32.pt"))
     if not files:
         raise ExportError(f"{folder}: no zero/<parameter>/fp32.pt files (an incomplete universal conversion)")
-    return {path.parent.name: torch.load(path, map_location="cpu", weights_only=False)["param"] for path in files}
+    state = {}
+    for path in files:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        state[path.parent.name] = saved["param"] if isinstance(saved, dict) else saved
+    return state
