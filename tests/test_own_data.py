@@ -7,6 +7,7 @@ folder) is one subprocess test, and training on mapped data through `make sft` i
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,7 +19,7 @@ from data_prep.__main__ import main as data_prep
 from data_prep.formats import Columns, detect_format, extract
 from longctx.config.prepared import prep_settings
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
-from tests.helpers import REPO, offline_env
+from tests.helpers import REPO
 
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 
@@ -187,7 +188,7 @@ def test_longctx_data_works_as_typed_from_another_folder(tmp_path):
     write_jsonl(tmp_path / "my.jsonl", [sharegpt(i) for i in range(4)])
     cmd = [sys.executable, "-m", "longctx", "data", "tiny-2k", "--input", "my.jsonl", "--quiet"]
     cmd += ["--", "--prepared_data_dir", str(tmp_path / "prep")]
-    env = offline_env(PYTHONPATH=str(REPO))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout, from a folder outside it
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"--data_files {tmp_path / 'my.jsonl'}" in proc.stdout and "[data] report: " in proc.stdout

@@ -4,26 +4,22 @@ not `text` (slow). A file with 30% malformed rows stops before any launch, namin
 
 import json
 import re
-import subprocess
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import REPO, offline_env
 from tests.helpers.launch import log_history
+from tests.helpers.make import run_make
 from tests.test_own_data import sharegpt
 
 pytestmark = pytest.mark.distributed
 
 
-def make_sft(tmp_path, *args: str, timeout=900) -> subprocess.CompletedProcess:
+def make_sft(tmp_path, *args: str):
     out = tmp_path / "out"
     run = f"--max_steps 1 --logging_steps 1 --output_dir {out} --prepared_data_dir {tmp_path / 'prep'}"
-    cmd = ["make", "-s", "-o", ".venv/.installed", "sft", f"ARGS={' '.join(args)} {run}"]
-    return subprocess.run(
-        cmd, cwd=REPO, env=offline_env(), capture_output=True, text=True, timeout=timeout, check=False
-    )
+    return run_make("-s", "sft", f"ARGS={' '.join(args)} {run}", check=False, timeout=900)
 
 
 def trained(tmp_path, proc, fmt: str) -> None:

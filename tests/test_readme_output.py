@@ -7,29 +7,19 @@ The default tier holds the lines that do not depend on the run's arguments (test
 
 import os
 import re
-import subprocess
 
 import pytest
 
-from tests.helpers import REPO, offline_env
+from tests.helpers import REPO
+from tests.helpers.make import run_make
 from tests.helpers.readme_output import MARK, readme_sample, sample_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
 def test_the_readmes_sample_output_is_what_make_sft_prints():
-    proc = subprocess.run(
-        ["make", "-s", "-o", ".venv/.installed", "sft"],
-        cwd=REPO,
-        env=offline_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-5000:]
-    real = sample_of(proc.stdout)
+    # every line the sample shows is printed on stdout (print, accelerator.print, tqdm.write), in order
+    real = sample_of(run_make("-s", "sft", timeout=1200).stdout)
     if os.environ.get("LONGCTX_WRITE_README_SAMPLE"):
         readme = REPO / "README.md"
         block = re.compile(re.escape(MARK) + r"(\s*```text\n).*?```", re.DOTALL)

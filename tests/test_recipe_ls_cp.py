@@ -2,6 +2,7 @@
 folder outside this repository (the command line typed from yet another folder), and the missing-data message
 that names the command which works where the run is."""
 
+import os
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ from longctx.catalog.listing import measured_status
 from longctx.cli import main as cli
 from longctx.config.paths import recipe_names, recipe_root, resolve_recipe
 from longctx.config.prepared import prepare_command
-from tests.helpers import REPO, offline_env
+from tests.helpers import REPO
 from tests.helpers.launch import free_port
 
 TINY = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
@@ -82,9 +83,7 @@ def test_a_copied_recipe_trains_outside_this_repository_from_any_folder(tmp_path
     elsewhere.mkdir()
     copy_recipe(resolve_recipe("tiny-2k"), team)
     cmd = [sys.executable, "-m", "longctx", "sft", str(team / TINY), "--", "--max_steps", "1", "--logging_steps", "1"]
-    proc = subprocess.run(
-        cmd, cwd=elsewhere, env=offline_env(), capture_output=True, text=True, timeout=900, check=False
-    )
+    proc = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=900, check=False)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
     assert f"recipes/sft.py --config {TINY} --max_steps 1" in log  # launched from the copy's root
@@ -101,7 +100,7 @@ def test_a_copied_recipe_trains_with_accelerate_launch_by_hand(tmp_path):
     (the data prepared first by the command line, as `cp` says)."""
     team = tmp_path / "team"
     copy_recipe(resolve_recipe("tiny-2k"), team)
-    env = offline_env()
+    env = dict(os.environ)  # offline: tests/conftest.py
     prep = [sys.executable, "-m", "longctx", "data", str(team / TINY), "--quiet"]
     assert subprocess.run(prep, cwd=team, env=env, capture_output=True, timeout=600, check=False).returncode == 0
     accel = yaml.safe_load((team / TINY).read_text())["accelerate_config"]

@@ -5,7 +5,6 @@ it must show up nowhere in the output, the saved arguments, the trainer state or
 """
 
 import re
-import subprocess
 
 import pytest
 from safetensors.torch import load_file
