@@ -52,6 +52,37 @@ def test_a_failed_push_is_one_line_without_the_token(tmp_path, monkeypatch):
     assert ENV_TOKEN not in str(caught.value) and "push to me/tiny failed: OSError: 401" in str(caught.value)
 
 
+def test_the_command_pushes_with_the_token_from_the_environment_and_never_prints_it(tmp_path, monkeypatch, capsys):
+    """`python -m longctx export RUN --push-to-hub ORG/NAME -- --hub_token X`: the command line moves the token to
+    HF_TOKEN, the Hub client gets it from there; the export itself is stood in for (its own tests run it)."""
+    import huggingface_hub
+
+    from longctx.cli import main as longctx
+
+    made = []
+
+    class Client(FakeHub):
+        def __init__(self, token=None):
+            super().__init__()
+            made.append(self)
+            self.token = token
+
+    def fake_export(run, out, merge_lora, dtype, base):
+        out.mkdir(parents=True)
+        (out / "config.json").write_text("{}")
+        return {"checkpoint": run, "form": "zero", "adapter": False, "dtype": "float32", "out": str(out)}
+
+    monkeypatch.setattr("longctx.export.build.export", fake_export)
+    monkeypatch.setattr(huggingface_hub, "HfApi", Client)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    argv = ["export", str(tmp_path / "run"), "--out", str(tmp_path / "x"), "--push-to-hub", "me/tiny"]
+    assert longctx([*argv, "--", "--hub_token", ENV_TOKEN]) == 0
+    shown = capsys.readouterr()
+    assert "[export] pushed to https://huggingface.co/me/tiny" in shown.out
+    assert ENV_TOKEN not in shown.out + shown.err and made[0].token == ENV_TOKEN
+    assert made[0].calls[1][1]["folder_path"] == str(tmp_path / "x")
+
+
 def test_a_run_without_a_deepspeed_checkpoint_is_refused_with_the_fix(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(ExportError, match="save_strategy: steps"):

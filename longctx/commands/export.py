@@ -10,6 +10,7 @@ HF_TOKEN (or `-- --hub_token X`, moved there first), which is never printed. The
 import argparse
 import os
 import sys
+from pathlib import Path
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -43,7 +44,7 @@ def main(argv: list[str]) -> int:
     out = args.out or os.path.join(args.run, "export-merged" if args.merge_lora else "export")
     try:
         base = recipe_base_builder(args.recipe, overrides) if args.recipe else None
-        result = export(args.run, out_path(out), args.merge_lora, args.dtype, base)
+        result = export(args.run, Path(out), args.merge_lora, args.dtype, base)
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -57,9 +58,3 @@ def main(argv: list[str]) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     return 0
-
-
-def out_path(out: str):
-    from pathlib import Path
-
-    return Path(out)
