@@ -109,3 +109,10 @@ def test_a_copied_recipe_trains_with_accelerate_launch_by_hand(tmp_path):
     proc = subprocess.run(cmd, cwd=team, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     assert (team / "outputs/tiny-llama/sft-2k-cpu-sp2/model.safetensors").is_file()
+
+
+def test_a_shipped_recipes_path_reads_from_any_folder(tmp_path, monkeypatch):
+    """`--recipe recipes/<model>/<name>.yaml` (as a run's next-step line prints it) typed in another folder."""
+    monkeypatch.chdir(tmp_path)
+    assert resolve_recipe(TINY) == REPO / TINY
+    assert not resolve_recipe("recipes/none.yaml").is_file()

@@ -31,7 +31,8 @@ def resolve_recipe(name_or_path: str) -> Path:
     name_or_path = SHORT_NAMES.get(name_or_path, name_or_path)
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        return path
+        shipped = REPO_ROOT / path  # `recipes/<model>/<name>.yaml` typed in another folder: this repository's
+        return shipped if not path.exists() and not path.is_absolute() and shipped.is_file() else path
     return RECIPES_DIR / f"{name_or_path}.yaml"
 
 
