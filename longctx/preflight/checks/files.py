@@ -13,13 +13,10 @@ from longctx.config.key_homes import (
     ACCELERATE_DEEPSPEED_KEYS,
     DEEPSPEED_TOP_KEYS,
     DEEPSPEED_ZERO_KEYS,
-    OUR_PARALLELISM_KEYS,
     PARALLELISM_KEYS,
 )
 from longctx.config.keys import nearest_key_problems
 from longctx.config.problems import Problem, error
-
-__all__ = ["OUR_PARALLELISM_KEYS"]  # read from here by tests/test_preflight_files.py with the lists above
 
 
 def accelerate_key_problems(data: dict, where: str) -> list[Problem]:
