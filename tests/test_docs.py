@@ -39,7 +39,7 @@ FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {
     "gpu-ladder": "benchmarks/gpu_memory_ladder.py",
     "gpu-bench": "benchmarks/gpu_step.py",
 }
-NO_MAKE_TARGET = ("export", "ls", "cp")  # subcommands without a make target; export and ls take no recipe
+NO_RECIPE = (["export"], ["ls"])  # subcommands whose first argument is not a recipe (a run folder, a filter)
 RECIPE_CLIS = {"longctx", "longctx.preflight", "longctx.leak_probe", "longctx.evaluation", "longctx.cpu_rehearsal"}
 
 
@@ -152,7 +152,7 @@ print("@@HELP@@" + json.dumps(out))
 
 def tool_of(cmd: list[str]) -> tuple[str, list[str]] | None:
     """(tool label, the --help invocation) for a python command: `-m module` or a benchmarks script."""
-    if cmd[:2] == ["-m", "longctx"] and cmd[2:3] and cmd[2] in (*SUBCOMMANDS, *NO_MAKE_TARGET):
+    if cmd[:2] == ["-m", "longctx"] and cmd[2:3] and cmd[2] in SUBCOMMANDS:
         return f"longctx {cmd[2]}", [*cmd[:3], "--help"]
     if cmd[0] == "-m":
         module = cmd[1]
@@ -256,7 +256,7 @@ def check_python(text: str) -> list[str]:
     if cmd[0].startswith("benchmarks/"):  # a benchmark's sub-command is one of its choices
         problems += [f"`{label}` has no choice {t}" for t in positional if t not in helps()[label][1]]
     first = ours[1:2] if ours[:1] == ["plan"] and cmd[1] != "longctx" else ours[:1]  # the recipe comes first
-    takes_recipe = cmd[1:2] != ["longctx"] or cmd[2:3] not in (["export"], ["ls"])
+    takes_recipe = cmd[1:2] != ["longctx"] or cmd[2:3] not in NO_RECIPE
     if cmd[0] == "-m" and cmd[1] in RECIPE_CLIS and takes_recipe and first and not first[0].startswith("-"):
         problems += recipe_problem(first[0])
     if "--recipe" in ours[:-1]:
