@@ -129,3 +129,20 @@ def _deepspeed_json(path: Path) -> str | None:
     except (OSError, yaml.YAMLError):
         return None
     return ((data.get("deepspeed_config") or {}) if isinstance(data, dict) else {}).get("deepspeed_config_file")
+
+
+NOT_A_KEY = "not a recipe key (`python recipes/sft.py --help` lists them all)"
+
+
+def unknown_keys(values: dict, cli: list[str], source: str, known: set[str]) -> list:
+    """The recipe's and the command line's unknown keys, each with where its value lives when it is another
+    file's key, else the nearest recipe key (the recipe's own accelerate YAML, as overridden, names the files)."""
+    from longctx.config.keys import cli_keys, nearest_key_problems, override_pairs
+
+    accel = next((v for k, v in override_pairs(cli) if k == "accelerate_config"), values.get("accelerate_config"))
+
+    def home(key):
+        return key_home(key, accel if isinstance(accel, str) else None)
+
+    problems = nearest_key_problems(values, known, source, f"remove it: {NOT_A_KEY}", home=home)
+    return problems + nearest_key_problems(cli_keys(cli), known, "command line", NOT_A_KEY, home=home)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from longctx.config.data_keys import DataSourceArguments
-from longctx.config.keys import cli_keys, nearest_key_problems, override_pairs, without_keys
+from longctx.config.keys import cli_keys, without_keys
 from longctx.config.paths import repo_path
 from longctx.config.problems import Problem, error
 from longctx.config.rules import recipe_problems
@@ -221,6 +221,13 @@ def parse_values(values: dict, cli: list[str], source: str):
     return recipe, sft, model
 
 
+def unknown_key_problems(values: dict, cli: list[str], source: str):
+    """The recipe's and the command line's unknown keys (longctx/config/key_homes.py names another file's)."""
+    from longctx.config.key_homes import unknown_keys
+
+    return unknown_keys(values, cli, source, recipe_keys())
+
+
 def parse_recipe(argv: list[str]):
     """Parse `--config recipe.yaml [--key value ...]` into (recipe, sft_config, model_config) or raise RecipeError.
 
@@ -262,24 +269,6 @@ def parse_collecting(values: dict, cli: list[str], source: str):
                 return None, problems
             cli, values = without_keys(cli, keys), {k: v for k, v in values.items() if k not in keys}
     return None, problems
-
-
-NOT_A_KEY = "not a recipe key (`python recipes/sft.py --help` lists them all)"
-
-
-def unknown_key_problems(values: dict, cli: list[str], source: str) -> list[Problem]:
-    """The recipe's and the command line's unknown keys, each with where its value lives when it is another
-    file's key (longctx/config/key_homes.py), else the nearest recipe key."""
-    from longctx.config.key_homes import key_home
-
-    known = recipe_keys()
-    accel = next((v for k, v in override_pairs(cli) if k == "accelerate_config"), values.get("accelerate_config"))
-
-    def home(key):
-        return key_home(key, accel if isinstance(accel, str) else None)
-
-    problems = nearest_key_problems(values, known, source, f"remove it: {NOT_A_KEY}", home=home)
-    return problems + nearest_key_problems(cli_keys(cli), known, "command line", NOT_A_KEY, home=home)
 
 
 def recipe_topology(recipe: RecipeArguments) -> Topology:
