@@ -9,6 +9,7 @@ from longctx.config.rules.alst import alst_problems
 from longctx.config.rules.chat_template import chat_template_problems
 from longctx.config.rules.evaluation import evaluation_problems
 from longctx.config.rules.isolation import packed_isolation_problems
+from longctx.config.rules.preference import preference_problems
 from longctx.config.rules.prepared_data import prepared_data_problems
 from longctx.config.rules.resume import resume_recipe_problems
 from longctx.config.rules.sequence import sequence_problems
@@ -23,6 +24,7 @@ RULES = (
     evaluation_problems,
     chat_template_problems,
     zero_problems,
+    preference_problems,
 )
 
 
