@@ -1,11 +1,11 @@
-"""Preference training (DPO, IPO, SimPO, ...) with Ulysses sequence parallelism: the entrypoint of `trainer: dpo` recipes.
+"""Preference training (DPO, IPO, SimPO, ...) with Ulysses sequence parallelism: the `trainer: dpo` entrypoint.
 
 Launch from the repository root with the accelerate YAML the recipe names in `accelerate_config`:
 
     accelerate launch --config_file accelerate_configs/cpu-sp2.yaml recipes/dpo.py \
         --config recipes/tiny-llama/dpo-2k-cpu-sp2.yaml
 
-or let make resolve the pair (and prepare the pairs first): `make dpo RECIPE=tiny-llama/dpo-2k-cpu-sp2 ARGS="--beta 0.2"`.
+or let make resolve the pair and prepare the pairs first: `make dpo RECIPE=tiny-dpo-2k ARGS="--beta 0.2"`.
 The same strict recipe parser, mesh check, secret handling, process-wide fixes, metrics and resume as
 `recipes/sft.py`, on TRL's DPOConfig (plus longctx/config/preference.py's keys) and `LongContextDPOTrainer`
 (longctx/training/preference/trainer.py): TRL's DPOTrainer with each answer's log-probs summed over the SP group.

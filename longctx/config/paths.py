@@ -20,6 +20,7 @@ ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 # requires a short name for every recipe under recipes/. A new recipe adds its row here.
 SHORT_NAMES = {
     "tiny-2k": "tiny-llama/sft-2k-cpu-sp2",
+    "tiny-dpo-2k": "tiny-llama/dpo-2k-cpu-sp2",
     "llama8b-32k": "llama3.1-8b/sft-32k-1gpu-offload",
     "llama8b-128k": "llama3.1-8b/sft-128k-sp4",
     "llama8b-256k": "llama3.1-8b/sft-256k-sp8",

@@ -93,7 +93,8 @@ class PairSums:
 
     @classmethod
     def of(cls, sums: torch.Tensor, counts: list[int]) -> "PairSums":
-        """Split [rows, width, k] sequence sums into pairs: sequence 2j is pair j's chosen answer, 2j + 1 its rejected."""
+        """Split [rows, width, k] sequence sums into pairs: sequence 2j is pair j's chosen answer, 2j + 1 the
+        rejected one."""
         valid = torch.zeros(sums.shape[:2], dtype=torch.bool, device=sums.device)
         for row, n in enumerate(counts):
             valid[row, :n] = True

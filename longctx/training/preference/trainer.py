@@ -24,7 +24,6 @@ from trl import DPOTrainer
 
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.model_config import save_effective_config
-from longctx.training.preference.collator import PreferenceCollator
 from longctx.training.preference.log_probs import pair_sums
 from longctx.training.preference.loss import preference_loss
 from longctx.training.preference.metrics import exact_eval_loss, record
@@ -191,5 +190,3 @@ class LongContextDPOTrainer(DPOTrainer):
         super()._save(output_dir, state_dict)
         if self.args.should_save:
             save_effective_config(self.accelerator.unwrap_model(self.model), output_dir or self.args.output_dir)
-
-
