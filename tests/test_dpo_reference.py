@@ -92,14 +92,17 @@ def by_hand(model_dir, data):
     return losses, norms, {k: v.detach() for k, v in model.state_dict().items()}
 
 
-def test_make_dpo_equals_the_loss_and_gradients_written_by_hand(tmp_path):
+@pytest.mark.parametrize("layout", ["shared-prefix", pytest.param("unshared", marks=pytest.mark.slow)])
+def test_make_dpo_equals_the_loss_and_gradients_written_by_hand(tmp_path, layout):
+    """With prefix sharing (the default-tier case) the row holds each prompt once and its two answers as branches;
+    the reference still runs every `prompt + answer` alone, so equality also proves sharing exact under SP."""
     from datasets import load_from_disk
     from safetensors.torch import load_file
 
     model_dir = starting_model(tmp_path / "model")
     data = write_pairs(tmp_path / "data", n_pairs=3, sentences=(2, 6))
     extra = ("--model_name_or_path", str(model_dir), "--model_init", "pretrained", "--max_steps", str(STEPS))
-    extra += ("--beta", str(BETA), "--learning_rate", str(LR))
+    extra += ("--beta", str(BETA), "--learning_rate", str(LR), "--prefix_sharing", str(layout == "shared-prefix"))
     folder = prepare(ACCEL, data, tmp_path / "prepared", extra)
     rows = load_from_disk(str(folder / "dataset"))
     assert len(rows) == 1 and max(rows[0]["sequence_ids"]) == 5, "the 3 pairs must share one row"

@@ -27,6 +27,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from longctx.training.attention.shared_prefix import shared_prefix_attention, shared_prefix_varlen
 from longctx.training.attention_kernels import document_attention
 from longctx.training.document_layout import LAYOUT_KWARG, DocumentLayout, layout_for
 from longctx.training.varlen import save_in_selective_checkpointing, varlen_attention, varlen_kernel
@@ -121,6 +122,10 @@ def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0
         position_ids = torch.arange(query.shape[2], device=query.device)[None]
         layout = DocumentLayout().fill(position_ids, query.shape[0])
     kernel = varlen_kernel(query, dropout)
+    if layout.branches:  # a shared prompt's answers (preference prefix sharing): attention/shared_prefix.py
+        if kernel is not None:
+            return shared_prefix_varlen(kernel, query, key, value, layout, scaling), None
+        return shared_prefix_attention(query, key, value, layout, dropout, scaling), None
     if kernel is not None:
         out = varlen_attention(kernel, query, key, value, layout, scaling, window)
         return out, None

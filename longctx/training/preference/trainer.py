@@ -35,6 +35,28 @@ from longctx.training.trainer import LongContextSFTTrainer
 from longctx.training.universal import use_universal_if_needed
 
 
+def enable_prefix_sharing(model, recipe) -> None:
+    """Read the rows' restarts at p > 0 as branches of a shared prompt (longctx/training/attention/shared_prefix.py),
+    on the attention paths that implement it: full attention through the isolated sdpa. Refused elsewhere."""
+    from longctx.config.recipe import RecipeError
+    from longctx.training.document_layout import install_shared_prefix_layout
+    from longctx.training.isolation import sliding_window_layers
+
+    config = model.config
+    layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"])
+    why = None
+    if getattr(config, "_attn_implementation", None) != "sdpa":
+        why = f"attention {config._attn_implementation!r} (prefix sharing runs on sdpa's document isolation)"
+    elif sliding_window_layers(config) or layer_types != {"full_attention"}:
+        why = "sliding-window or linear-attention layers (a branch would need the prompt's state: not implemented)"
+    elif getattr(config, "model_type", "") == "gpt_oss":
+        why = "attention sinks (gpt-oss)"
+    if why is None and install_shared_prefix_layout(model):
+        return
+    fix = "set `prefix_sharing: false`"
+    raise RecipeError(recipe.config_source, [f"`prefix_sharing` is not supported with {why or 'this model'}; {fix}"])
+
+
 class PairlessPadding(RankShare):
     """An eval rank's share of rows, its padding rows holding no pair (sequence_ids -1: no sums, no metrics)."""
 
@@ -64,6 +86,8 @@ class LongContextDPOTrainer(DPOTrainer):
         if self.sp > 1:  # what DeepSpeed divides the summed gradients by decides the reduction's gradient
             set_gradient_divisor(self.accelerator, self.sp)
         LongContextSFTTrainer.install_model_fixes(self)  # the same per-model fixes as SFT (isolation, ALST, ...)
+        if config.prefix_sharing:  # a shared prompt's two answers: branches of one document
+            enable_prefix_sharing(self.model, self.recipe)
         LongContextSFTTrainer.add_run_callbacks(self)  # throughput/MFU/memory, topology.json, optimizer report
 
     # ---- data: prepared rows, as data_prep packed them
