@@ -32,9 +32,9 @@ def reference_varlen(
     """torch's varlen_attn contract on CPU: query segment i against key segment i, causal aligned lower right."""
     assert window_size == (-1, 0)
     outs = []
-    for (qa, qb), (ka, kb) in zip(
-        zip(cu_q[:-1].tolist(), cu_q[1:].tolist()), zip(cu_k[:-1].tolist(), cu_k[1:].tolist()), strict=True
-    ):
+    q_spans = zip(cu_q[:-1].tolist(), cu_q[1:].tolist(), strict=True)
+    k_spans = zip(cu_k[:-1].tolist(), cu_k[1:].tolist(), strict=True)
+    for (qa, qb), (ka, kb) in zip(q_spans, k_spans, strict=True):
         q, k, v = query[qa:qb].transpose(0, 1), key[ka:kb].transpose(0, 1), value[ka:kb].transpose(0, 1)
         mask = torch.ones(qb - qa, kb - ka, dtype=torch.bool).tril(kb - ka - (qb - qa))
         sdpa = torch.nn.functional.scaled_dot_product_attention

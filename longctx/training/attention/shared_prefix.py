@@ -31,7 +31,10 @@ class SharedPrefixError(ValueError):
     """A row's position_ids describe a branch whose prefix is not in its document."""
 
 
-def find_prefixes(spans: list[list[tuple[int, int]]], first_positions: list[int]) -> list[list[tuple[int, int] | None]]:
+Span = tuple[int, int]
+
+
+def find_prefixes(spans: list[list[Span]], first_positions: list[int]) -> list[list[Span | None]]:
     """Per row and span: None for a span that starts a document (position 0), else (start, end) of the first p
     tokens of its document, p being the span's first position."""
     out, k = [], 0
