@@ -16,6 +16,7 @@ from longctx.training.gloo_all_to_all import install as install_gloo_all_to_all
 from longctx.training.gloo_uneven_gather import install as install_gloo_uneven_gather
 from longctx.training.isolation import install_for_recipe
 from longctx.training.linear_attention_sp import lift_accelerate_refusal
+from longctx.training.preference.guard import refuse_stock_preference_trainers
 from longctx.training.resume import install_sp_aware_skip
 from longctx.training.sinks import install_for_recipe as install_sink_attention
 from longctx.training.sp_eval import keep_sp_in_eval
@@ -49,4 +50,6 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     # accelerate refuses every recurrent layer under Ulysses: pass a model whose every one the trainer converted
     # (LongContextSFTTrainer.install_model_fixes), still refuse any other
     lift_accelerate_refusal()
+    # TRL's DPO/KTO/reward trainers have no SP path: under sp > 1 they refuse, pointing to `make dpo`
+    refuse_stock_preference_trainers()
     return isolation_line
