@@ -23,7 +23,7 @@ from longctx.config.checkpoints import resolve_resume
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.training.credentials import move_hub_token_to_env
 from longctx.training.mesh import check_launched_mesh, report_mesh
-from longctx.training.model_config import build_model
+from longctx.training.model_config import build_model, recipe_model
 from longctx.training.preference.collator import preference_datasets
 from longctx.training.preference.trainer import LongContextDPOTrainer
 from longctx.training.process_patches import install_process_patches
@@ -70,11 +70,18 @@ def main(recipe, training_args, model_args):
     # ---- data: the pairs `make data` tokenized and packed whole into rows padded to a multiple of sp
     train_dataset, eval_dataset, collator = preference_datasets(recipe, training_args, model_args, topo, tokenizer)
 
-    # ---- model, the process-wide fixes, then the trainer with its per-trainer and per-model ones
+    # ---- model (and, for `reference_log_probs: frozen_model`, its frozen copy built the same way: the recipe's
+    # config overrides included, which TRL's own reference loading would drop), the process-wide fixes, the trainer
+    ref_model = (
+        recipe_model(recipe, model_args, training_args)
+        if training_args.reference_log_probs == "frozen_model"
+        else None
+    )
     model = build_model(recipe, model_args, training_args)
     isolation_line = install_process_patches(recipe, model_args, model, topo.sp_size)
     trainer = LongContextDPOTrainer(
         model=model,
+        ref_model=ref_model,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,

@@ -31,7 +31,7 @@ from tests.helpers import REPO
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
 DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]
 STARTS = ("make ", "python ", ".venv/bin/python ", "accelerate launch ", "sbatch ", "pytest ", "benchmarks/")
-SUBCOMMANDS = ("sft", "data", "validate", "plan", "probe", "rehearse", "eval")
+SUBCOMMANDS = ("sft", "dpo", "data", "validate", "plan", "probe", "rehearse", "eval")
 # whose flags FLAGS holds, per make target: the target's `python -m longctx` subcommand, or the ladder's script
 FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {
     "gpu-ladder": "benchmarks/gpu_memory_ladder.py",
@@ -102,9 +102,11 @@ def placeholder(token: str) -> bool:
 def recipe_keys() -> frozenset[str]:
     from trl import ModelConfig, SFTConfig
 
+    from longctx.config.preference import PreferenceConfig
     from longctx.config.recipe import RecipeArguments
 
-    fields = {f.name for cls in (RecipeArguments, SFTConfig, ModelConfig) for f in dataclasses.fields(cls)}
+    classes = (RecipeArguments, SFTConfig, PreferenceConfig, ModelConfig)  # an SFT or a `trainer: dpo` recipe's keys
+    fields = {f.name for cls in classes for f in dataclasses.fields(cls)}
     return frozenset(fields | {"config"})
 
 

@@ -149,3 +149,20 @@ def test_report_shows_prefix_sharing_saving_on_the_tiny_pairs(tmp_path):
     assert pref["prefix_sharing"] and pref["pairs_out"] == 96
     assert 0.45 < pref["prefix_sharing_token_saving"] < 0.5
     assert pref["rows_shared"] < pref["rows_unshared"] and pref["rows"] == pref["rows_shared"]
+
+
+def test_longreward_pairs_stage_to_trl_format_and_report_their_saving(tmp_path):
+    """LongReward-10k's pair format (data_prep/longreward.py) staged to TRL's conversational format, then prepared
+    with prefix sharing: long documents and short answers, so sharing the prompt saves about half the tokens."""
+    from data_prep.longreward import stage, to_trl, write_sample
+
+    write_sample(tmp_path / "pairs.jsonl", n_pairs=3, sentences=(60, 120))
+    assert stage(tmp_path / "pairs.jsonl", tmp_path / "staged") == 3
+    row = json.loads((tmp_path / "staged" / "train.jsonl").read_text().splitlines()[0])
+    assert [m["role"] for m in row["prompt"] + row["chosen"] + row["rejected"]] == ["user", "assistant", "assistant"]
+    with pytest.raises(ValueError, match="neither a LongReward pair"):
+        to_trl({"question": "?"}, "pairs.jsonl:1")
+    cfg = config(tmp_path, str(tmp_path / "staged"), max_length=8192, prefix_sharing=True)
+    folder, _ = prepare(cfg, log=lambda _: None)
+    pref = report(folder)["preference"]
+    assert pref["pairs_out"] == 3 and 0.45 < pref["prefix_sharing_token_saving"] < 0.5

@@ -68,6 +68,7 @@ def plan_options(launch) -> dict:
         "gpus_per_node": machine.gpus_per_node or topo.processes_per_machine,
         "pin_memory": bool(offload_setting(launch, "pin_memory", True)),
         "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
+        "reference": getattr(sft, "reference_log_probs", "none"),  # DPO recipes: where the reference comes from
     }
 
 

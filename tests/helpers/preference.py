@@ -50,4 +50,6 @@ def train(root: Path, data: Path, name: str, accel: str, script="recipes/dpo.py"
     prepare(accel, data, prepared, extra)
     proc = accelerate_launch(accel, script, recipe_argv(accel, data, prepared, out, extra))
     assert_ok(proc)
-    return log_history(out), load_file(out / "model.safetensors"), proc.stdout
+    weights = out / "model.safetensors"
+    weights = weights if weights.is_file() else out / "adapter_model.safetensors"  # a LoRA run saves its adapter
+    return log_history(out), load_file(weights), proc.stdout

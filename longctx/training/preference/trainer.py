@@ -22,6 +22,7 @@ import dataclasses
 import torch
 from trl import DPOTrainer
 
+from longctx.training.document_layout import install_document_layout
 from longctx.training.mesh import sp_enabled, sp_size
 from longctx.training.model_config import save_effective_config
 from longctx.training.preference.log_probs import pair_sums
@@ -86,9 +87,20 @@ class LongContextDPOTrainer(DPOTrainer):
         if self.sp > 1:  # what DeepSpeed divides the summed gradients by decides the reduction's gradient
             set_gradient_divisor(self.accelerator, self.sp)
         LongContextSFTTrainer.install_model_fixes(self)  # the same per-model fixes as SFT (isolation, ALST, ...)
-        if config.prefix_sharing:  # a shared prompt's two answers: branches of one document
-            enable_prefix_sharing(self.model, self.recipe)
+        self.install_attention_layouts(config.prefix_sharing)
         LongContextSFTTrainer.add_run_callbacks(self)  # throughput/MFU/memory, topology.json, optimizer report
+
+    def install_attention_layouts(self, prefix_sharing: bool) -> None:
+        """Prefix sharing on the policy; and a `frozen_model` reference (inside TRL's DeepSpeed inference engine)
+        gets the same document isolation and prefix sharing as the policy."""
+        if prefix_sharing:  # a shared prompt's two answers: branches of one document
+            enable_prefix_sharing(self.model, self.recipe)
+        if self.ref_model is None:
+            return
+        reference = getattr(self.ref_model, "module", self.ref_model)
+        install_document_layout(reference, self.recipe, "sdpa")
+        if prefix_sharing:
+            enable_prefix_sharing(reference, self.recipe)
 
     # ---- data: prepared rows, as data_prep packed them
 
