@@ -11,7 +11,7 @@ Stage once, on a machine with network (as `make data` stages the SFT recipes' Hu
 
     python get_data.py                                   # in a clone of the dataset repo: writes the pairs
     python -m data_prep.longreward dpo-llama3.1-8b.jsonl data/longreward-dpo-llama3.1-8b
-    make data RECIPE=llama8b-dpo-64k                     # tokenize and pack; the manifest lets compute nodes run offline
+    make data RECIPE=llama8b-dpo-64k                     # tokenize, pack; the manifest: offline compute nodes
 
 Each pair becomes one row `{"prompt": [user: context + "\\n\\n" + query], "chosen": [assistant: win_response],
 "rejected": [assistant: lose_response]}`, which data_prep renders with the recipe's chat template (TRL's
