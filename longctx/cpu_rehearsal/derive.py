@@ -112,7 +112,9 @@ def sized(work: Path) -> dict:
 
 # Recipe overrides the rehearsal refuses: it sets these itself (a CPU cannot run the real value, or the value
 # is the miniature's size or folder), so an override would change nothing or break the rehearsal.
-SET_BY_REHEARSAL = frozenset(SET_FOR_CPU) | frozenset(sized(Path("."))) | {"pad_to_multiple_of"}
+SET_BY_REHEARSAL = (
+    frozenset(SET_FOR_CPU) | frozenset(sized(Path("."))) | {"pad_to_multiple_of", "eval_holdout", "eval_steps"}
+)
 
 
 def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
