@@ -14,13 +14,16 @@ import math
 import numpy as np
 import pytest
 
-from tests.helpers.preference import prepare, train, write_pairs
+from tests.helpers.preference import eval_rows, prepare, train, write_pairs
 
 pytestmark = pytest.mark.distributed
 
 STEPS = 4
 METRICS = ("loss", "grad_norm", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins")
 METRICS += ("logps/chosen", "logps/rejected")
+# 4 pairs held out, evaluated at the last step sharded like training rows: held-out loss and rewards must agree
+EVAL = ("--eval_holdout", "4", "--eval_strategy", "steps", "--eval_steps", "4", "--per_device_eval_batch_size", "1")
+EVAL_METRICS = ("eval_loss", "eval_pairs", "eval_rewards/accuracies", "eval_rewards/margins", "eval_logps/chosen")
 # fp32 on CPU: the SP runs reorder the same sums (attention after the all-to-all, the shards' partial sums added by
 # the all-reduce), so agreement is to rounding. Measured (this file, 2-core CPU): loss and metrics within ~1e-7
 # relative, trained weights within ~1e-7.
@@ -29,8 +32,13 @@ WEIGHT_ATOL = 1e-6
 
 
 def mismatches(base, other) -> list[str]:
-    (h0, w0, _), (h1, w1, _) = base, other
+    """Differences beyond tolerance between two runs: (history, weights, stdout[, eval rows])."""
+    (h0, w0, e0), (h1, w1, e1) = ((run[0], run[1], run[3] if len(run) > 3 else []) for run in (base, other))
     found = []
+    for a, b in zip(e0, e1, strict=True):
+        for key in EVAL_METRICS:
+            if abs(a[key] - b[key]) > RTOL * max(abs(a[key]), abs(b[key])) + ATOL:
+                found.append(f"step {a['step']} {key} {a[key]:.7g} vs {b[key]:.7g}")
     for a, b in zip(h0, h1, strict=True):
         for key in METRICS:
             if abs(a[key] - b[key]) > RTOL * max(abs(a[key]), abs(b[key])) + ATOL:
@@ -51,8 +59,9 @@ def runs(tmp_path_factory):
         key = (mesh, script, extra)
         if key not in cache:
             name = "-".join([mesh, script.split("/")[-1][:-3], *extra]).replace("--", "")
-            cache[key] = train(root, data, name, f"accelerate_configs/cpu-{mesh}.yaml", script, extra)
+            cache[key] = train(root, data, name, f"accelerate_configs/cpu-{mesh}.yaml", script, EVAL + extra)
             assert len(cache[key][0]) == STEPS
+            cache[key] += (eval_rows(root / name),)
         return cache[key]
 
     return run
@@ -76,6 +85,7 @@ def test_rows_put_answers_on_both_sides_of_the_shard_boundary(tmp_path):
 
 
 def test_sp2_matches_sp1(runs):
+    assert runs("sp1")[3] and runs("sp1")[3][0]["eval_pairs"] == 4, "the held-out pairs were evaluated"
     assert mismatches(runs("sp1"), runs("sp2")) == []
 
 

@@ -53,3 +53,11 @@ def train(root: Path, data: Path, name: str, accel: str, script="recipes/dpo.py"
     weights = out / "model.safetensors"
     weights = weights if weights.is_file() else out / "adapter_model.safetensors"  # a LoRA run saves its adapter
     return log_history(out), load_file(weights), proc.stdout
+
+
+def eval_rows(output_dir: Path) -> list[dict]:
+    """The evaluations a run logged (its `eval_*` rows)."""
+    import json
+
+    state = json.loads((Path(output_dir) / "trainer_state.json").read_text())
+    return [row for row in state["log_history"] if "eval_loss" in row]
