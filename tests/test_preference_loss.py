@@ -116,3 +116,13 @@ def test_packed_sums_equal_each_sequence_alone(setup):
         ids = torch.tensor([pair.prompt + pair.chosen])
         alone = model(input_ids=ids).logits[0, :-1].log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0]
         assert sums.field("logps")[0][k].item() == pytest.approx(alone[len(pair.prompt) - 1 :].sum().item(), rel=1e-5)
+
+
+def test_a_pairless_padding_row_contributes_nothing(setup):
+    """Eval padding rows (sequence_ids -1 throughout: longctx/training/preference/trainer.py PairlessPadding) next
+    to a real row, or alone in a batch: no pair, no error."""
+    _, model, pairs = setup
+    _, real = ours(model, pairs, "sigmoid", (torch.zeros(3), torch.zeros(3)))
+    row = {"input_ids": [5] * 16, "labels": [-100] * 16, "position_ids": list(range(16)), "sequence_ids": [-1] * 16}
+    alone = pair_sums(model, PreferenceCollator(pad_token_id=2)([{**row, "row_index": 1}]), None, None)
+    assert len(alone) == 0 and len(real) == 3

@@ -114,7 +114,7 @@ def pair_sums(model, inputs: dict, group, divisor: str | None) -> PairSums:
     """The whole answers' sums of a micro-batch's pairs, on every rank of the SP group."""
     labels = shift_labels_of(inputs)
     counts = sequences_per_row(inputs)
-    width = max(counts) if counts else 0
+    width = max([2, *counts])  # even, and one pair's room even for a batch of pair-less (eval padding) rows
     outputs = forward_token_log_probs(model, inputs, labels)
-    local = sequence_statistics(outputs, labels, inputs["sequence_ids"], max(width, 1))
+    local = sequence_statistics(outputs, labels, inputs["sequence_ids"], width)
     return PairSums.of(sp_reduce(local, group, divisor), counts)

@@ -98,7 +98,7 @@ def _row_sums(model, inputs: dict, group) -> list[list[float]]:
     labels = shift_labels_of(inputs)
     counts = sequences_per_row(inputs)
     outputs = forward_token_log_probs(model, inputs, labels)
-    local = sequence_statistics(outputs, labels, inputs["sequence_ids"], max(max(counts), 1))[..., 0]
+    local = sequence_statistics(outputs, labels, inputs["sequence_ids"], max([2, *counts]))[..., 0]
     total = sp_reduce(local.detach(), group, None)
     return [total[row, :n].tolist() for row, n in enumerate(counts)]
 
