@@ -198,9 +198,10 @@ class LongContextDPOTrainer(DPOTrainer):
             return live_reference(self, model, inputs, self.sp_group()).field("logps")
         if "ref_logps" not in inputs:
             raise RuntimeError("a batch without reference log-probs: the reference pass did not run before it")
-        rows = inputs["ref_logps"]
-        chosen = [row[k] for row in rows for k in range(0, len(row) - 1, 2)]
-        rejected = [row[k + 1] for row in rows for k in range(0, len(row) - 1, 2)]
+        # each row's first `sequence_counts` entries: an eval padding row reuses row 0's index but holds no pair
+        rows = list(zip(inputs["ref_logps"], inputs["sequence_counts"], strict=True))
+        chosen = [row[k] for row, n in rows for k in range(0, n - 1, 2)]
+        rejected = [row[k + 1] for row, n in rows for k in range(0, n - 1, 2)]
         device = pairs.chosen.device
         return torch.tensor(chosen, device=device), torch.tensor(rejected, device=device)
 
