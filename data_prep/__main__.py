@@ -20,6 +20,8 @@ from data_prep.errors import PrepError
 from longctx.config.keys import split_argv
 
 RECIPE_ONLY_FLAGS = ("input", "hub", "tokenizer", "max_length", "sp_size", "format", "policy", "mode", "alignment")
+# store_true flags that conflict with --recipe when given (a recipe's `trainer` and `prefix_sharing` say it)
+RECIPE_ONLY_SWITCHES = ("preference", "prefix_sharing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["packed", "unpacked"])
     p.add_argument("--alignment", type=int, help="pad lengths to a multiple of this too (e.g. 64)")
     p.add_argument("--fixed-length", action="store_true", help="pad every sequence to exactly max_length")
+    p.add_argument("--preference", action="store_true", help="preference pairs (chosen/rejected), packed whole")
+    p.add_argument("--prefix-sharing", action="store_true", help="with --preference: a pair's prompt once a row")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--output", help="parent folder of prepared datasets (default data/prepared)")
     p.add_argument("--num-proc", type=int, default=len(os.sched_getaffinity(0)), help="tokenizer threads")
@@ -55,6 +59,7 @@ def prepare_recipe(args, overrides: list[str], progress) -> bool:
     from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 
     given = [f"--{f.replace('_', '-')}" for f in RECIPE_ONLY_FLAGS if getattr(args, f) is not None]
+    given += [f"--{f.replace('_', '-')}" for f in RECIPE_ONLY_SWITCHES if getattr(args, f)]
     if given:
         raise PrepError(f"{', '.join(given)} conflict with --recipe: set them in the recipe (or drop --recipe)")
     try:
@@ -89,6 +94,8 @@ def config_from_flags(args):
         mode=args.mode or "packed",
         alignment=args.alignment or 1,
         fixed_length=args.fixed_length,
+        objective="dpo" if args.preference else "sft",
+        prefix_sharing=args.prefix_sharing,
         seed=args.seed,
         output_dir=args.output or "data/prepared",
         num_proc=args.num_proc,

@@ -46,6 +46,8 @@ class PrepConfig:
     holdout: float = 0.0  # eval documents held out: a fraction (< 1) or a count (data_prep/eval_split.py)
     role: str = "train"  # train | eval: which side of the holdout this config prepares
     chat_template: str | None = None  # a .jinja file replacing the tokenizer's template (`chat_template_path`)
+    objective: str = "sft"  # sft | dpo: documents, or preference pairs (data_prep/preference_rows.py)
+    prefix_sharing: bool = False  # dpo: a pair's prompt once, both answers attending to it (data_prep/preference.py)
 
     @property
     def layout(self) -> Layout:
@@ -80,6 +82,8 @@ class PrepConfig:
         ignored = ("output_dir", "num_proc", "inputs", "tokenizer", "chat_template")
         if not self.holdout:  # no eval split: the key of every dataset prepared before the split existed
             ignored += ("holdout", "role")
+        if self.objective == "sft":  # likewise the key of every SFT dataset prepared before preference data
+            ignored += ("objective", "prefix_sharing")
         keyed = {k: v for k, v in asdict(self).items() if k not in ignored}
         if self.chat_template:  # the template's text decides the masks, wherever the file lies
             keyed["chat_template"] = hashlib.sha256(Path(self.chat_template).read_bytes()).hexdigest()

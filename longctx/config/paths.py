@@ -22,6 +22,9 @@ ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 # lists them and tests/test_families.py requires a short name for every recipe under recipes/.
 SHORT_NAMES = short_names()
 
+# The entrypoint each kind of recipe (its `trainer` key) runs under `accelerate launch`
+ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py"}
+
 
 def resolve_recipe(name_or_path: str) -> Path:
     """`llama8b-256k`, `llama3.1-8b/sft-256k-sp8`, `recipes/llama3.1-8b/sft-256k-sp8.yaml` and an absolute path:

@@ -43,8 +43,15 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
     # without it the settings (and so every existing manifest) are what they were before the eval split
     split = {"holdout": recipe.eval_holdout, "role": role} if recipe.eval_holdout else {}
     template = resolve_chat_template(sft.chat_template_path)
+    # `trainer: dpo`: preference pairs (data_prep/preference_rows.py); an SFT recipe's settings stay what they were
+    pairs = (
+        {"objective": "dpo", "prefix_sharing": sft.prefix_sharing}
+        if getattr(recipe, "trainer", "sft") == "dpo"
+        else {}
+    )
     return {
         **split,
+        **pairs,
         "tokenizer": _resolve(model.model_name_or_path),
         "max_length": sft.max_length,
         "sp_size": topo.sp_size,

@@ -41,6 +41,13 @@ def _script_arguments_base():
 class RecipeArguments(_script_arguments_base()):
     """Recipe keys that TRL's dataclasses lack: the topology the recipe runs on and how the model starts."""
 
+    trainer: Literal["sft", "dpo"] = field(
+        default="sft",
+        metadata={
+            "help": "`sft`: supervised fine-tuning (`make sft`, TRL's SFTConfig keys); `dpo`: preference training "
+            "(`make dpo`, TRL's DPOConfig keys plus longctx/config/preference.py's). Picks the recipe's key set."
+        },
+    )
     accelerate_config: str | None = field(
         default=None,
         metadata={
@@ -147,17 +154,44 @@ class RecipeArguments(_script_arguments_base()):
     )
 
 
-def make_parser():
-    from trl import ModelConfig, SFTConfig, TrlParser
-
-    return TrlParser((RecipeArguments, SFTConfig, ModelConfig))
+TRAINERS = ("sft", "dpo")
 
 
-def recipe_keys() -> set[str]:
+def training_config_class(trainer: str = "sft"):
+    """The TRL config dataclass a recipe's training keys parse into: SFTConfig, or for `trainer: dpo` TRL's
+    DPOConfig with this repository's preference keys (longctx/config/preference.py)."""
+    if trainer == "dpo":
+        from longctx.config.preference import PreferenceConfig
+
+        return PreferenceConfig
+    from trl import SFTConfig
+
+    return SFTConfig
+
+
+def trainer_of(values: dict, cli: list[str] = ()) -> str:
+    """The recipe's `trainer` (the command line's `--trainer X` wins), read before parsing: it picks the key set."""
+    cli = list(cli)
+    for i, arg in enumerate(cli):
+        if arg == "--trainer" and i + 1 < len(cli):
+            return cli[i + 1]
+        if arg.startswith("--trainer="):
+            return arg.split("=", 1)[1]
+    value = values.get("trainer", "sft")
+    return value if value in TRAINERS else "sft"  # an unknown value: argparse names the choices
+
+
+def make_parser(trainer: str = "sft"):
+    from trl import ModelConfig, TrlParser
+
+    return TrlParser((RecipeArguments, training_config_class(trainer), ModelConfig))
+
+
+def recipe_keys(trainer: str = "sft") -> set[str]:
     """Every key a recipe may hold: the fields of the entrypoint's three dataclasses, plus TRL's `env`."""
-    from trl import ModelConfig, SFTConfig
+    from trl import ModelConfig
 
-    classes = (RecipeArguments, SFTConfig, ModelConfig)
+    classes = (RecipeArguments, training_config_class(trainer), ModelConfig)
     return {f.name for cls in classes for f in dataclasses.fields(cls) if f.init} | {"env"}
 
 
@@ -192,7 +226,7 @@ def parse_values(values: dict, cli: list[str], source: str):
     values = dict(values)
     values.pop("env", None)
     bf16_deferred = gpu_precision_without_gpu(values, cli)
-    parser = make_parser()
+    parser = make_parser(trainer_of(values, cli))
     parser.set_defaults_with_config(**values)
     stderr = io.StringIO()
     try:
@@ -227,7 +261,7 @@ def parse_recipe(argv: list[str]):
         values = load_yaml_mapping(source) if source != "command line" else {}
     except ConfigError as exc:
         raise RecipeError(source, [str(exc)]) from None
-    known = recipe_keys()
+    known = recipe_keys(trainer_of(values, cli))
     problems = nearest_key_problems(values, known, source, "remove it, or check the spelling against `--help`")
     problems += nearest_key_problems(cli_keys(cli), known, "command line", "check the spelling against `--help`")
     if problems:

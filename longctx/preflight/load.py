@@ -12,7 +12,7 @@ from pathlib import Path
 from longctx.config.keys import cli_keys, nearest_key_problems
 from longctx.config.paths import display_path, recipe_names, repo_path, resolve_recipe
 from longctx.config.problems import Problem, error
-from longctx.config.recipe import RecipeError, parse_values, recipe_keys
+from longctx.config.recipe import RecipeError, parse_values, recipe_keys, trainer_of
 from longctx.config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 from longctx.preflight.facts import ModelFacts, recipe_facts
 
@@ -73,7 +73,7 @@ def load_recipe(launch: Launch, path: Path, overrides: list[str]) -> None:
     except ConfigError as exc:
         launch.problems.append(error(launch.source, "recipe", str(exc), "pass a recipe name under recipes/ or a path"))
         return
-    known = recipe_keys()
+    known = recipe_keys(trainer_of(values, overrides))
     launch.problems += nearest_key_problems(values, known, launch.source, "run `python recipes/sft.py --help`")
     unknown_cli = nearest_key_problems(cli_keys(overrides), known, "command line", "check the spelling against --help")
     launch.problems += unknown_cli

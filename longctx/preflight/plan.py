@@ -146,6 +146,17 @@ def disk_lines(launch) -> list[str]:
     return [plan.line() if plan else f"checkpoints on disk: unbounded ({why})"]
 
 
+def reference_line(launch) -> list[str]:
+    """A DPO recipe's reference (longctx/config/preference.py): what it keeps in memory and what it costs."""
+    if getattr(launch.recipe, "trainer", "sft") != "dpo":
+        return []
+    from longctx.config.preference import REFERENCE_SOURCES
+
+    source = launch.sft.reference_log_probs
+    shared = "; prefix sharing on (a pair's prompt once a row)" if launch.sft.prefix_sharing else ""
+    return [f"reference: {source}: {REFERENCE_SOURCES[source]}{shared}"]
+
+
 def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
@@ -162,7 +173,7 @@ def plan_lines(launch) -> list[str]:
     lines += [f"memory per rank (GiB), {launch.facts.source}, features on: {', '.join(on) or 'none'}"]
     lines += [f"  {name:<16} {value:8.2f}" for name, value in data["components_gib"].items()]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU"]
-    lines += host_lines(data) + disk_lines(launch)
+    lines += host_lines(data) + disk_lines(launch) + reference_line(launch)
     if launch.sft.use_cpu:
         return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
     assumed = f" (assumed {DEFAULT_GB:.0f} GB GPU: pass --gpu-memory-gb)" if data["gpu_memory_assumed"] else ""
