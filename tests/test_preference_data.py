@@ -14,7 +14,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from data_prep.config import PrepConfig
-from data_prep.pipeline import prepare
+from data_prep.pipeline import prepare_dataset
 from data_prep.preference import IGNORE, Pair, PairTokenizer, check_row, lay_out
 
 TOKENIZER = "recipes/assets/tiny-llama"
@@ -118,7 +118,7 @@ def report(folder) -> dict:
 @pytest.mark.parametrize("policy, kept, truncated", [("drop", 1, 0), ("truncate", 2, 1)])
 def test_over_length_pairs_are_counted_never_silent(tmp_path, policy, kept, truncated):
     long = {**TEXT, "prompt": " ".join(["filler words here"] * 30) + TEXT["prompt"]}
-    folder, _ = prepare(config(tmp_path, write(tmp_path, [TEXT, long]), policy=policy), log=lambda _: None)
+    folder, _ = prepare_dataset(config(tmp_path, write(tmp_path, [TEXT, long]), policy=policy), log=lambda _: None)
     rep = report(folder)
     assert rep["preference"]["pairs_out"] == kept and rep["preference"]["prompts_truncated"] == truncated
     assert rep["documents_dropped_by_reason"]["too_long"] == 1 - truncated
@@ -129,7 +129,7 @@ def test_rows_hold_whole_pairs_padded_to_sp(tmp_path):
     from datasets import load_from_disk
 
     rows = [TEXT, IMPLICIT_TEXT, {**TEXT, "chosen": " 31415, the key."}]
-    folder, _ = prepare(config(tmp_path, write(tmp_path, rows), max_length=128, sp_size=4), log=lambda _: None)
+    folder, _ = prepare_dataset(config(tmp_path, write(tmp_path, rows), max_length=128, sp_size=4), log=lambda _: None)
     data = load_from_disk(str(folder / "dataset"))
     total = 0
     for row in data:
@@ -144,7 +144,7 @@ def test_rows_hold_whole_pairs_padded_to_sp(tmp_path):
 def test_report_shows_prefix_sharing_saving_on_the_tiny_pairs(tmp_path):
     """The tiny recipe's pairs (prompts of 90-270 tokens, answers of ~10): sharing the prompt saves almost half."""
     cfg = config(tmp_path, "recipes/assets/tiny-preference", max_length=2048, prefix_sharing=True)
-    folder, _ = prepare(cfg, log=lambda _: None)
+    folder, _ = prepare_dataset(cfg, log=lambda _: None)
     pref = report(folder)["preference"]
     assert pref["prefix_sharing"] and pref["pairs_out"] == 96
     assert 0.45 < pref["prefix_sharing_token_saving"] < 0.5
@@ -163,6 +163,6 @@ def test_longreward_pairs_stage_to_trl_format_and_report_their_saving(tmp_path):
     with pytest.raises(ValueError, match="neither a LongReward pair"):
         to_trl({"question": "?"}, "pairs.jsonl:1")
     cfg = config(tmp_path, str(tmp_path / "staged"), max_length=8192, prefix_sharing=True)
-    folder, _ = prepare(cfg, log=lambda _: None)
+    folder, _ = prepare_dataset(cfg, log=lambda _: None)
     pref = report(folder)["preference"]
     assert pref["pairs_out"] == 3 and 0.45 < pref["prefix_sharing_token_saving"] < 0.5
