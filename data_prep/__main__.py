@@ -33,6 +33,8 @@ RECIPE_KEY_OF_FLAG = {
     "alignment": "seq_alignment",
     "max_dropped_fraction": "max_dropped_fraction",
 }
+# store_true flags of the flags-only form -> the recipe key that says it
+RECIPE_KEY_OF_SWITCH = {"preference": "trainer", "prefix_sharing": "prefix_sharing"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["packed", "unpacked"])
     p.add_argument("--alignment", type=int, help="pad lengths to a multiple of this too (e.g. 64)")
     p.add_argument("--fixed-length", action="store_true", help="pad every sequence to exactly max_length")
+    p.add_argument("--preference", action="store_true", help="preference pairs (chosen/rejected), packed whole")
+    p.add_argument("--prefix-sharing", action="store_true", help="with --preference: a pair's prompt once a row")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument(
         "--max-dropped-fraction", type=float, help="fail above this fraction of unusable rows (default 0.05)"
@@ -72,8 +76,9 @@ def prepare_recipe(args, overrides: list[str], progress) -> bool:
     from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 
     given = [f for f in RECIPE_KEY_OF_FLAG if getattr(args, f) is not None]
+    given += [f for f in RECIPE_KEY_OF_SWITCH if getattr(args, f)]
     if given:
-        keys = ", ".join(f"--{f.replace('_', '-')}: `{RECIPE_KEY_OF_FLAG[f]}`" for f in given)
+        keys = ", ".join(f"--{f.replace('_', '-')}: `{(RECIPE_KEY_OF_FLAG | RECIPE_KEY_OF_SWITCH)[f]}`" for f in given)
         raise PrepError(f"with a recipe, set these as recipe keys (after `--`, or in the recipe): {keys}")
     own_data = inputs_as_overrides(args)
     overrides = [*overrides, *own_data]
@@ -112,6 +117,8 @@ def config_from_flags(args):
         mode=args.mode or "packed",
         alignment=args.alignment or 1,
         fixed_length=args.fixed_length,
+        objective="dpo" if args.preference else "sft",
+        prefix_sharing=args.prefix_sharing,
         seed=args.seed,
         output_dir=args.output or "data/prepared",
         num_proc=args.num_proc or len(os.sched_getaffinity(0)),

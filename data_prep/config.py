@@ -48,6 +48,8 @@ class PrepConfig:
     chat_template: str | None = None  # a .jinja file replacing the tokenizer's template (`chat_template_path`)
     columns: dict | None = None  # where the data keeps each field (longctx/config/data_keys.py); None: defaults
     max_dropped_fraction: float = 0.05  # above it the run fails naming report.json (not in the cache key)
+    objective: str = "sft"  # sft | dpo: documents, or preference pairs (data_prep/preference_rows.py)
+    prefix_sharing: bool = False  # dpo: a pair's prompt once, both answers attending to it (data_prep/preference.py)
 
     @property
     def layout(self) -> Layout:
@@ -86,6 +88,8 @@ class PrepConfig:
             ignored += ("columns",)
         if not self.holdout:  # no eval split: the key of every dataset prepared before the split existed
             ignored += ("holdout", "role")
+        if self.objective == "sft":  # likewise the key of every SFT dataset prepared before preference data
+            ignored += ("objective", "prefix_sharing")
         keyed = {k: v for k, v in asdict(self).items() if k not in ignored}
         if self.chat_template:  # the template's text decides the masks, wherever the file lies
             keyed["chat_template"] = hashlib.sha256(Path(self.chat_template).read_bytes()).hexdigest()

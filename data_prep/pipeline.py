@@ -229,10 +229,11 @@ def prepare_dataset(
     remove_stale(final.parent, final.name)
     start, writer = time.perf_counter(), AtomicWriter(final)
     try:
-        prep = Preparer(cfg)
+        prep = preparer_for(cfg)
         fmt = prep.run(writer, progress or Progress())  # on by default: `make sft` prepares in-process too
         writer.save_dataset(key[:16])
         meta = {"cache_key": key, "format": fmt, "policy": cfg.resolved_policy(fmt), "config": _meta(cfg)}
+        meta.update({"preference": prep.preference} if cfg.objective == "dpo" else {})
         write_report(writer.tmp / REPORT, prep.counts, meta)
         from data_prep.plot import save_plot
 
@@ -242,6 +243,10 @@ def prepare_dataset(
         writer.abort()
         raise
     log(summary(prep.counts, str(final)))
+    if cfg.objective == "dpo":
+        from data_prep.preference_rows import preference_summary
+
+        log(preference_summary(prep.preference))
     log(f"[data] done in {time.perf_counter() - start:.1f}s")
     _check_dropped(final, cfg)
     return final, False
@@ -255,6 +260,15 @@ def _check_dropped(final: Path, cfg: PrepConfig) -> None:
         raise problem
 
 
+def preparer_for(cfg: PrepConfig):
+    """Documents (SFT) or preference pairs (`trainer: dpo`, data_prep/preference_rows.py)."""
+    if cfg.objective == "dpo":
+        from data_prep.preference_rows import PreferencePreparer
+
+        return PreferencePreparer(cfg)
+    return Preparer(cfg)
+
+
 def _meta(cfg: PrepConfig) -> dict:
     """The config in the report, minus machine-specific paths and knobs (the report is byte-identical)."""
     lay = cfg.layout
@@ -265,6 +279,7 @@ def _meta(cfg: PrepConfig) -> dict:
         "pad_multiple": lay.multiple,
         "fixed_length": lay.fixed_length,
         "mode": cfg.mode,
+        **({"objective": cfg.objective, "prefix_sharing": cfg.prefix_sharing} if cfg.objective != "sft" else {}),
         "seed": cfg.seed,
         "shard_tokens": cfg.shard_tokens,
         "source": cfg.hub or [Path(p).name for p in cfg.inputs],

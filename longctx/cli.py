@@ -1,6 +1,7 @@
 """`python -m longctx SUBCOMMAND RECIPE [tool flags] [-- recipe overrides]`: the one command line of the repository.
 
     python -m longctx sft llama8b-256k -- --max_steps 20      preflight, data, then the launch (make sft)
+    python -m longctx dpo tiny-dpo-2k                          the same for a preference recipe (make dpo)
     python -m longctx data tiny-2k --force                     tokenize, pack and pad the recipe's data (make data)
     python -m longctx validate llama8b-256k --num-gpus 8       every problem of a launch, before any GPU work
     python -m longctx plan llama8b-256k --gpu-memory-gb 80     the mesh, tokens per rank and memory per rank
@@ -30,6 +31,7 @@ import sys
 # subcommand -> (module whose main(argv) runs it, what it does)
 SUBCOMMANDS = {
     "sft": ("longctx.commands.sft", "preflight, the recipe's data, then its accelerate launch"),
+    "dpo": ("longctx.commands.dpo", "the same for a preference (`trainer: dpo`) recipe: DPO, IPO, SimPO under SP"),
     "data": ("longctx.commands.data", "tokenize, pack and pad the recipe's dataset, or your files (--input)"),
     "validate": ("longctx.commands.validate", "preflight: every problem of a launch, before any GPU work"),
     "plan": ("longctx.commands.validate", "the mesh, tokens per rank and the memory plan per rank"),

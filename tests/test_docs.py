@@ -105,9 +105,11 @@ def placeholder(token: str) -> bool:
 def recipe_keys() -> frozenset[str]:
     from trl import ModelConfig, SFTConfig
 
+    from longctx.config.preference import PreferenceConfig
     from longctx.config.recipe import RecipeArguments
 
-    fields = {f.name for cls in (RecipeArguments, SFTConfig, ModelConfig) for f in dataclasses.fields(cls)}
+    classes = (RecipeArguments, SFTConfig, PreferenceConfig, ModelConfig)  # an SFT or a `trainer: dpo` recipe's keys
+    fields = {f.name for cls in classes for f in dataclasses.fields(cls)}
     return frozenset(fields | {"config"})
 
 

@@ -13,7 +13,7 @@ from longctx.config.paths import SHORT_NAMES
 from longctx.preflight.run import preflight_parser, run_preflight
 from tests.helpers import REPO
 
-SUBCOMMANDS = ("sft", "data", "validate", "plan", "probe", "rehearse", "eval", "fetch", "cp")
+SUBCOMMANDS = ("sft", "dpo", "data", "validate", "plan", "probe", "rehearse", "eval", "fetch", "cp")
 
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)

@@ -54,7 +54,8 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     if config_json is None:
         raise StepFailed(f"no offline config.json for {name!r}: `python -m longctx validate` says where to put one")
     snapshot = config_json.parent
-    corpus = write_sample(work / "data", raw.get("dataset_format", "auto"), int(raw.get("seed", 42)))
+    fmt = "preference" if raw.get("trainer") == "dpo" else raw.get("dataset_format", "auto")
+    corpus = write_sample(work / "data", fmt, int(raw.get("seed", 42)))
     # The stand-in carries the model's stock template, as the real tokenizer does, so the recipe's
     # `chat_template_path` must replace it in data_prep and in the trainer for the rehearsal to pass.
     stock = stock_template(name)
@@ -64,11 +65,12 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     return write_model(work / "model", snapshot, derived.sp, corpus, name, template, derived.ulysses, sensitive)
 
 
-def override_problems(overrides: dict) -> list[str]:
+def override_problems(overrides: dict, trainer: str = "sft") -> list[str]:
     """Unknown keys (with the nearest one) and keys the rehearsal sets itself, each as a line to print."""
     from longctx.config.recipe import recipe_keys
 
-    problems = [p.line() for p in nearest_key_problems(overrides, recipe_keys(), "command line", "check the spelling")]
+    known = recipe_keys(trainer)
+    problems = [p.line() for p in nearest_key_problems(overrides, known, "command line", "check the spelling")]
     own = sorted(set(overrides) & SET_BY_REHEARSAL)
     if own:
         problems.append(
@@ -95,7 +97,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {unknown_recipe_message(args.recipe)}", file=sys.stderr)
         return 2
     overrides = override_values(override_argv)
-    problems = override_problems(overrides)
+    problems = override_problems(overrides, raw_recipe(path, overrides).get("trainer", "sft"))
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 2

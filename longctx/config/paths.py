@@ -24,6 +24,9 @@ ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 # lists them and tests/test_families.py requires a short name for every recipe under recipes/.
 SHORT_NAMES = short_names()
 
+# The entrypoint each kind of recipe (its `trainer` key) runs under `accelerate launch`
+ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py"}
+
 
 def resolve_recipe(name_or_path: str) -> Path:
     """`llama8b-256k`, `llama3.1-8b/sft-256k-sp8`, `recipes/llama3.1-8b/sft-256k-sp8.yaml` and an absolute path:
@@ -95,10 +98,10 @@ def recipe_root(recipe: str | Path) -> Path:
     return Path.cwd()
 
 
-def entrypoint() -> str:
-    """`recipes/sft.py` of the working folder (a repository with its own copy), else this repository's, absolute:
-    the script every launch runs, from the recipe's root."""
-    here = Path("recipes/sft.py")
+def entrypoint(trainer: str = "sft") -> str:
+    """`recipes/sft.py` (or the recipe's `trainer`'s script) of the working folder (a repository with its own copy),
+    else this repository's, absolute: the script every launch runs, from the recipe's root."""
+    here = Path(ENTRYPOINTS[trainer])
     return str(here) if here.is_file() else str(REPO_ROOT / here)
 
 
@@ -115,5 +118,7 @@ def recipes_epilog(example: str) -> str:
         "RECIPE: a short name (recipes/README.md), a name under recipes/ (tiny-llama/sft-2k-cpu-sp2) or a path to "
         "a recipe YAML, from any folder; recipe overrides (any recipe key) go after `--`. Short names:"
     )
-    names = textwrap.fill(", ".join(SHORT_NAMES), 100, initial_indent="  ", subsequent_indent="  ")
+    names = textwrap.fill(
+        ", ".join(SHORT_NAMES), 100, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+    )
     return f"{textwrap.fill(what, 100)}\n{names}\n\nexample:\n  {example}"

@@ -44,8 +44,15 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
     split = {"holdout": recipe.eval_holdout, "role": role} if recipe.eval_holdout else {}
     template = resolve_chat_template(sft.chat_template_path)
     columns = column_mapping(recipe, sft)
+    # `trainer: dpo`: preference pairs (data_prep/preference_rows.py); an SFT recipe's settings stay what they were
+    pairs = (
+        {"objective": "dpo", "prefix_sharing": sft.prefix_sharing}
+        if getattr(recipe, "trainer", "sft") == "dpo"
+        else {}
+    )
     return {
         **split,
+        **pairs,
         **({"columns": columns} if columns else {}),  # without mapping keys, every existing manifest stays valid
         "tokenizer": _resolve(model.model_name_or_path),
         "max_length": sft.max_length,

@@ -41,6 +41,7 @@ class MemoryPlan:
     fragmentation: float
     host_per_node: float
     saved_attention: float = 0.0  # selective checkpointing's kept attention outputs (terms.saved_attention)
+    reference_model: float = 0.0  # DPO with a frozen reference model (terms.reference_model)
     host_rows: tuple[tuple[str, float], ...] = ()  # host terms per node (GiB), longctx/memory_plan/host.py
 
     @property
@@ -55,7 +56,9 @@ class MemoryPlan:
         layer = mixer + self.mlp + self.hidden_states
         out = []
         for f in fields(self):
-            if f.name.startswith("host_") or (f.name == "saved_attention" and not self.saved_attention):
+            if f.name.startswith("host_") or (
+                f.name in ("saved_attention", "reference_model") and not getattr(self, f.name)
+            ):
                 continue
             value = getattr(self, f.name)
             if f.name in ("attention", "linear_attention") and value < mixer:
@@ -133,6 +136,7 @@ def estimate(
     sub_group_size: float = DEFAULT_SUB_GROUP,
     selective_ckpt: bool = False,
     ring: int = 1,
+    reference: str = "none",
 ) -> MemoryPlan:
     """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
 
@@ -144,6 +148,7 @@ def estimate(
     `pin_memory`, `sub_group_size`: DeepSpeed's offload settings, for the host terms (longctx/memory_plan/host.py).
     `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
     `ring`: R of hybrid SP (sp = U x R): attention holds seq / R tokens of H / U heads, plus the ring's buffers.
+    `reference`: a DPO recipe's `reference_log_probs` (terms.reference_model); a DPO row is planned as one sequence.
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
@@ -186,6 +191,7 @@ def estimate(
         fragmentation=transient * FRAGMENTATION / GIB,
         host_per_node=sum(value for _, value in host_rows),
         saved_attention=kept / GIB,
+        reference_model=terms.reference_model(arch, num_gpus, zero_stage, reference) / GIB,
         host_rows=host_rows,
     )
 

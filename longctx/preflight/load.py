@@ -12,7 +12,7 @@ from pathlib import Path
 from longctx.config.keys import cli_keys, without_keys
 from longctx.config.paths import display_path, recipe_names, repo_path, resolve_recipe
 from longctx.config.problems import Problem, error
-from longctx.config.recipe import parse_collecting, recipe_keys, unknown_key_problems
+from longctx.config.recipe import parse_collecting, recipe_keys, trainer_of, unknown_key_problems
 from longctx.config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 from longctx.preflight.facts import ModelFacts, recipe_facts
 
@@ -73,8 +73,9 @@ def load_recipe(launch: Launch, path: Path, overrides: list[str]) -> None:
     except ConfigError as exc:
         launch.problems.append(error(launch.source, "recipe", str(exc), "pass a recipe name under recipes/ or a path"))
         return
-    known = recipe_keys()
-    unknown = unknown_key_problems(values, overrides, launch.source)
+    trainer = trainer_of(values, overrides)
+    known = recipe_keys(trainer)
+    unknown = unknown_key_problems(values, overrides, launch.source, trainer)
     launch.problems += unknown
     launch.raw = {k: v for k, v in values.items() if k in known or k == "env"}
     # every problem at once: argparse would stop at the first unknown flag, so they are dropped and the rest parsed

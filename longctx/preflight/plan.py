@@ -160,6 +160,17 @@ def gpu_source(launch) -> str:
     )
 
 
+def reference_line(launch) -> list[str]:
+    """A DPO recipe's reference (longctx/config/preference.py): what it keeps in memory and what it costs."""
+    if getattr(launch.recipe, "trainer", "sft") != "dpo":
+        return []
+    from longctx.config.preference import REFERENCE_SOURCES
+
+    source = launch.sft.reference_log_probs
+    shared = "; prefix sharing on (a pair's prompt once a row)" if launch.sft.prefix_sharing else ""
+    return [f"reference: {source}: {REFERENCE_SOURCES[source]}{shared}"]
+
+
 def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
@@ -180,10 +191,10 @@ def plan_lines(launch) -> list[str]:
         for name, value in data["components_gib"].items()
     ]
     if launch.sft.use_cpu:
-        lines += [f"  {'total':<16} {data['total_gib']:8.2f}"] + host_lines(data)
+        lines += [f"  {'total':<16} {data['total_gib']:8.2f}"] + host_lines(data) + reference_line(launch)
         return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU{gpu_source(launch)}"]
-    lines += host_lines(data) + disk_lines(launch)
+    lines += host_lines(data) + disk_lines(launch) + reference_line(launch)
     assumed = f" (the assumed {DEFAULT_GB:.0f} GB GPU)" if data["gpu_memory_assumed"] else ""
     lines.append(f"largest max_length that fits this topology and GPU: {data['max_length_that_fits']:,}{assumed}")
     reach = position_range(launch.facts)

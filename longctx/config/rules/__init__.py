@@ -11,6 +11,7 @@ from longctx.config.rules.chat_template import chat_template_problems
 from longctx.config.rules.data_keys import data_key_problems
 from longctx.config.rules.evaluation import evaluation_problems
 from longctx.config.rules.isolation import packed_isolation_problems
+from longctx.config.rules.preference import preference_problems
 from longctx.config.rules.prepared_data import prepared_data_problems
 from longctx.config.rules.resume import resume_recipe_problems
 from longctx.config.rules.ring import sp_topology_problems
@@ -29,6 +30,7 @@ RULES = (
     evaluation_problems,
     chat_template_problems,
     zero_problems,
+    preference_problems,
 )
 
 

@@ -16,7 +16,7 @@ from longctx.config.key_homes import (
     PARALLELISM_KEYS,
 )
 from longctx.config.keys import nearest_key_problems
-from longctx.config.problems import Problem, error
+from longctx.config.problems import Problem, error, warning
 
 
 def accelerate_key_problems(data: dict, where: str) -> list[Problem]:
@@ -50,7 +50,10 @@ def looks_local(name: str) -> bool:
 
 
 def check(launch) -> list[Problem]:
-    """Local dataset and model paths must exist (Hub ids are left to the download)."""
+    """Local dataset and model paths must exist (Hub ids are left to the download). Checked for the intended
+    topology (`--intended`: the recipe against its target cluster, not this machine), a dataset folder that a
+    recipe stages before `make data` (the DPO recipes' LongReward pairs, data_prep/longreward.py) may be absent here:
+    a warning there, an error wherever the launch is checked for this machine."""
     from longctx.config.paths import repo_path
 
     problems = []
@@ -60,7 +63,11 @@ def check(launch) -> list[Problem]:
     ):
         if isinstance(value, str) and value and looks_local(value) and not repo_path(value).exists():
             fix = "fix the path (relative to the repository root), or name a Hub id as `org/name`"
-            problems.append(error(launch.source, key, f"{value}: no such file or folder", fix))
+            staged = key == "dataset_name" and launch.machine.source == "intended"
+            fix = "stage it before `make data`, as the recipe's header says" if staged else fix
+            problems.append(
+                (warning if staged else error)(launch.source, key, f"{value}: no such file or folder", fix)
+            )
     for value in getattr(launch.recipe, "data_files", None) or []:
         if not (repo_path(value).exists() or glob.glob(str(repo_path(value)), recursive=True)):
             fix = "fix the path (absolute, or relative to the recipe's repository), or the glob"
