@@ -37,6 +37,11 @@ CATALOG = {
     "qwen3.5-27b/sft-256k-2x8-u8r2",
     "llama3.1-8b/sft-2m-4x8-u8r4",
     "gemma-4-31b/sft-128k-sp8",
+    "llama3.1-8b/dpo-64k-sp4",
+    "llama3.1-8b/dpo-lora-64k-sp4",
+    "llama3.1-8b/dpo-128k-sp8",
+    "llama3.1-8b/dpo-lora-128k-sp8",
+    "qwen3-8b/dpo-128k-sp8",
 }
 
 
@@ -91,7 +96,8 @@ def test_header_names_hardware_and_exact_launch(path):
     header = path.read_text().split("\naccelerate_config:")[0]
     assert header.startswith(f"# {name(path)}:")
     assert "# Hardware:" in header and "# Figures:" in header
-    assert f"recipes/sft.py --config recipes/{name(path)}.yaml" in header
+    entrypoint = "recipes/dpo.py" if "\ntrainer: dpo" in path.read_text() else "recipes/sft.py"
+    assert f"{entrypoint} --config recipes/{name(path)}.yaml" in header
 
 
 def test_rope_override_reaches_the_config(monkeypatch):

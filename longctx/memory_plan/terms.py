@@ -65,6 +65,16 @@ def model_states(arch: Arch, num_gpus: int, zero_stage: int, offload_optimizer: 
     return states
 
 
+def reference_model(arch: Arch, num_gpus: int, zero_stage: int, source: str) -> float:
+    """DPO's reference (longctx/config/preference.py `reference_log_probs`): `frozen_model` keeps a second copy of
+    the bf16 weights, sharded over every GPU by ZeRO-3 (TRL's `prepare_deepspeed` inference engine; whole under
+    stage 2, which the recipe rules refuse); `precomputed` (a no-grad pass before training), `adapter_disabled`
+    (the policy's own weights) and `none` keep nothing."""
+    if source != "frozen_model":
+        return 0.0
+    return BF16 * arch.params / (num_gpus if zero_stage == 3 else 1)
+
+
 def gathered_params(arch: Arch, zero_stage: int, prefetch_elems: float) -> float:
     """ZeRO-3 gathers one layer's bf16 weights while it runs and prefetches up to `stage3_prefetch_bucket_size`
     elements of the next; the LM head is gathered whole for TRL's fused head. Stage 2 holds them already."""

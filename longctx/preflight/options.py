@@ -69,6 +69,7 @@ def plan_options(launch) -> dict:
         "ring": topo.sp_ring_size,  # hybrid Ulysses x ring: the ring's gathered K/V (terms.ring_buffers)
         "pin_memory": bool(offload_setting(launch, "pin_memory", True)),
         "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
+        "reference": getattr(sft, "reference_log_probs", "none"),  # DPO recipes: where the reference comes from
     }
 
 

@@ -16,6 +16,7 @@ from longctx.training.attention.isolation import install_isolation_for_recipe
 from longctx.training.attention.sinks import install_sink_attention
 from longctx.training.checkpoints.resume import install_sp_aware_skip
 from longctx.training.layers.linear_attention import lift_accelerate_refusal
+from longctx.training.preference.guard import refuse_stock_preference_trainers
 from longctx.training.sequence_parallel.cpu_comm import attach_deepspeed_comm
 from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
 from longctx.training.sequence_parallel.gloo_all_to_all import install_gloo_all_to_all
@@ -57,4 +58,6 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     # accelerate refuses every recurrent layer under Ulysses: pass a model whose every one the trainer converted
     # (LongContextSFTTrainer.install_model_fixes), still refuse any other
     lift_accelerate_refusal()
+    # TRL's DPO/KTO/reward trainers have no SP path: under sp > 1 they refuse, pointing to `make dpo`
+    refuse_stock_preference_trainers()
     return isolation_line

@@ -426,4 +426,22 @@ PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
+    Patch(
+        target="trl.trainer.dpo_trainer.DPOTrainer.__init__",
+        installed_by="longctx.training.preference.guard:refuse_stock_preference_trainers",
+        why="TRL's DPOTrainer, KTOTrainer and RewardTrainer have no SP path (each rank would sum its shard only): "
+        "their `__init__` is wrapped to raise under sp > 1, pointing to `make dpo`; LongContextDPOTrainer passes",
+        written_against="trl==1.16.0",
+        source_sha256="632f447c71dcb04361800303be2192d8e48b2b3ccffd415fbf639c03a5dfd84f",
+        relies_on=(
+            (
+                "trl.trainer.kto_trainer.KTOTrainer.__init__",
+                "df42c2c259c9abf6d7381f211bb71c1095aa5e38e04f9a69d037241ddb798092",
+            ),
+            (
+                "trl.trainer.reward_trainer.RewardTrainer.__init__",
+                "e30bea5e95aadcf9d1831b206f87f761c4bedbe3b4de1a8d926f584993e98815",
+            ),
+        ),
+    ),
 )
