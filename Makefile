@@ -21,13 +21,14 @@ LONGCTX := $(PY) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: help install install-gpu install-node wheels sft validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
+.PHONY: help install install-gpu install-node wheels sft dpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
 	@echo "RECIPE: a short name from recipes/README.md (llama8b-256k), a name under recipes/ or a path;"
 	@echo "ARGS: recipe overrides; FLAGS: the subcommand's own flags (python -m longctx SUBCOMMAND --help)"
 	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]                 train a recipe with its accelerate config"
+	@echo "make dpo [RECIPE=..] [ARGS=\"--beta 0.2\"]                      preference training (DPO/IPO/SimPO) of a trainer: dpo recipe"
 	@echo "make test                                                    CPU test tier (what CI runs)"
 	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
@@ -113,6 +114,12 @@ install-gpu: $(STAMP)
 # nothing changed), then the accelerate launch of the recipe's own YAML (longctx/launch/).
 sft: $(STAMP)
 	@$(LONGCTX) sft $(RECIPE) $(FLAGS) -- $(ARGS)
+
+# The same for a preference recipe (`trainer: dpo`): preflight, its pairs prepared, then recipes/dpo.py; without a
+# RECIPE it trains the tiny DPO recipe.
+DPO_RECIPE ?= tiny-llama/dpo-2k-cpu-sp2
+dpo: $(STAMP)
+	@$(LONGCTX) dpo $(if $(filter file,$(origin RECIPE)),$(DPO_RECIPE),$(RECIPE)) $(FLAGS) -- $(ARGS)
 
 # Preflight first, as for sft; then the retrieval grid on the recipe's mesh (table, results.json, heatmap.png).
 eval: $(STAMP)

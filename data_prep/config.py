@@ -46,6 +46,10 @@ class PrepConfig:
     holdout: float = 0.0  # eval documents held out: a fraction (< 1) or a count (data_prep/eval_split.py)
     role: str = "train"  # train | eval: which side of the holdout this config prepares
     chat_template: str | None = None  # a .jinja file replacing the tokenizer's template (`chat_template_path`)
+    columns: dict | None = None  # where the data keeps each field (longctx/config/data_keys.py); None: defaults
+    max_dropped_fraction: float = 0.05  # above it the run fails naming report.json (not in the cache key)
+    objective: str = "sft"  # sft | dpo: documents, or preference pairs (data_prep/preference_rows.py)
+    prefix_sharing: bool = False  # dpo: a pair's prompt once, both answers attending to it (data_prep/preference.py)
 
     @property
     def layout(self) -> Layout:
@@ -66,6 +70,8 @@ class PrepConfig:
                 out.append(f"{name} must be a positive integer, got {getattr(self, name)}")
         if self.shard_tokens > 2**30:
             out.append(f"shard_tokens {self.shard_tokens} is over 2**30: a shard's rows use int32 offsets")
+        if not 0 <= self.max_dropped_fraction <= 1:
+            out.append(f"max_dropped_fraction {self.max_dropped_fraction} is not a fraction in [0, 1]")
         from data_prep.eval_split import holdout_problems
 
         out += holdout_problems(self.holdout, self.role)
@@ -77,9 +83,13 @@ class PrepConfig:
 
     def cache_key(self) -> str:
         # paths enter through their fingerprints, so a relative and an absolute spelling share one key
-        ignored = ("output_dir", "num_proc", "inputs", "tokenizer", "chat_template")
+        ignored = ("output_dir", "num_proc", "inputs", "tokenizer", "chat_template", "max_dropped_fraction")
+        if not self.columns:  # the default columns: the key of every dataset prepared before the mapping keys
+            ignored += ("columns",)
         if not self.holdout:  # no eval split: the key of every dataset prepared before the split existed
             ignored += ("holdout", "role")
+        if self.objective == "sft":  # likewise the key of every SFT dataset prepared before preference data
+            ignored += ("objective", "prefix_sharing")
         keyed = {k: v for k, v in asdict(self).items() if k not in ignored}
         if self.chat_template:  # the template's text decides the masks, wherever the file lies
             keyed["chat_template"] = hashlib.sha256(Path(self.chat_template).read_bytes()).hexdigest()
@@ -118,7 +128,8 @@ def from_recipe(recipe, sft, model, topo, role: str = "train", **overrides) -> P
         settings = prep_settings(recipe, sft, model, topo, role)
     except ChatTemplateError as exc:
         raise PrepError(f"{recipe.config_source}: {exc}") from None
-    return PrepConfig(**{**settings, "inputs": tuple(settings["inputs"]), **overrides})  # --output wins
+    threshold = {"max_dropped_fraction": getattr(recipe, "max_dropped_fraction", 0.05)}
+    return PrepConfig(**{**settings, "inputs": tuple(settings["inputs"]), **threshold, **overrides})  # --output wins
 
 
 def check(cfg: PrepConfig) -> PrepConfig:

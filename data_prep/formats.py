@@ -1,25 +1,97 @@
 """Check one raw row against the dataset format and extract what the tokenizer needs.
 
-Formats: `text` (a `text` column, loss on every token), `messages` (a chat list rendered with the chat
-template, loss on assistant turns only) and `prompt_completion` (loss on the completion only). A row that
-does not fit is a counted problem with a reason (`malformed`, `empty`, `no_trainable_tokens`), never an
+Formats: `text` (a text column, loss on every token), `messages` (a chat list rendered with the chat template,
+loss on assistant turns only) and `prompt_completion` (loss on the completion only). The recipe's mapping keys
+(longctx/config/data_keys.py) name the columns as the data has them: `Columns` reads a row through them, and
+recognises ShareGPT rows (`conversations` of `from`/`value` turns, roles `human`/`gpt`) without any key. A row
+that does not fit is a counted problem with a reason (`malformed`, `empty`, `no_trainable_tokens`), never an
 exception; `auto` picks the format from the first readable row's columns.
 """
 
+from dataclasses import dataclass, field
+
 from data_prep.errors import PrepError
+from longctx.config.data_keys import DEFAULT_ROLE_MAP, SHAREGPT_CONTENT, SHAREGPT_MESSAGES, SHAREGPT_ROLE
 
 FORMATS = ("text", "messages", "prompt_completion")
-COLUMNS = {"text": ("text",), "messages": ("messages",), "prompt_completion": ("prompt", "completion")}
+MAPPING_KEYS = {  # `columns` entry -> the recipe key that sets it
+    "text": "dataset_text_field",
+    "messages": "messages_field",
+    "role": "role_field",
+    "content": "content_field",
+    "roles": "role_map",
+    "prompt": "prompt_field",
+    "completion": "completion_field",
+}
 
 
-def detect_format(row: dict, where: str) -> str:
-    """The format whose columns the row has; `messages` wins over `prompt`/`completion`, which win over `text`."""
+@dataclass(frozen=True)
+class Columns:
+    """Where each format's fields are in the data (`PrepConfig.columns`: only what differs from the defaults)."""
+
+    text: str = "text"
+    messages: str | None = None  # None: `messages`, else ShareGPT's `conversations`
+    role: str | None = None  # None: `role`, else ShareGPT's `from`
+    content: str | None = None  # None: `content`, else ShareGPT's `value`
+    roles: dict = field(default_factory=dict)  # data's role value -> chat role, on top of DEFAULT_ROLE_MAP
+    prompt: str = "prompt"
+    completion: str = "completion"
+
+    @classmethod
+    def of(cls, mapping: dict | None) -> "Columns":
+        return cls(**(mapping or {}))
+
+    def messages_column(self, row: dict) -> str:
+        if self.messages:
+            return self.messages
+        return "messages" if "messages" in row or SHAREGPT_MESSAGES not in row else SHAREGPT_MESSAGES
+
+    def needs(self, fmt: str, row: dict | None = None) -> tuple[str, ...]:
+        """The columns a row of this format must have."""
+        if fmt == "text":
+            return (self.text,)
+        if fmt == "messages":
+            return (self.messages_column(row or {}),)
+        return (self.prompt, self.completion)
+
+    def role_of(self, turn: dict):
+        """The chat role of a turn: the recipe's `role_map` first; ShareGPT's role names (`human`, `gpt`) when the
+        role is not read from a `role` field (a `messages` row's roles are used as they are, as before)."""
+        field_name = self.role or ("role" if "role" in turn else SHAREGPT_ROLE)
+        role = turn.get(field_name)
+        if not isinstance(role, str):
+            return role
+        defaults = DEFAULT_ROLE_MAP if field_name != "role" else {}
+        return {**defaults, **self.roles}.get(role, role)
+
+    def content_of(self, turn: dict):
+        return turn.get(self.content) if self.content else turn.get("content", turn.get(SHAREGPT_CONTENT))
+
+    def turn_fields(self) -> str:
+        role = f"`{self.role}`" if self.role else f"`role` (or `{SHAREGPT_ROLE}`)"
+        content = f"`{self.content}`" if self.content else f"`content` (or `{SHAREGPT_CONTENT}`)"
+        return f"string {role} and {content}"
+
+
+def mapping_hint() -> str:
+    """The fix for columns that are not where the format expects them: the recipe keys that say where they are."""
+    return (
+        "name your columns in the recipe: `dataset_text_field` (text), `messages_field` with `role_field`, "
+        "`content_field` and `role_map` (chats; ShareGPT's conversations/from/value is read as is), or "
+        "`prompt_field` + `completion_field`; `dataset_format` picks one format when several columns fit"
+    )
+
+
+def detect_format(row: dict, where: str, columns: Columns | None = None) -> str:
+    """The format whose columns the row has; `messages` wins over prompt/completion, which win over text."""
+    columns = columns or Columns()
     for fmt in ("messages", "prompt_completion", "text"):
-        if all(c in row for c in COLUMNS[fmt]):
+        if all(c in row for c in columns.needs(fmt, row)):
             return fmt
+    wanted = [columns.text, columns.messages or "messages", f"{columns.prompt} + {columns.completion}"]
     raise PrepError(
-        f"{where}: cannot tell the dataset format from the columns {sorted(row)}: expected `text`, `messages` or "
-        "`prompt` + `completion`; rename the columns or set `dataset_format` (--format)"
+        f"{where}: cannot tell the dataset format from the columns {sorted(row)}: expected "
+        f"{', '.join(f'`{w}`' for w in wanted)}; {mapping_hint()}"
     )
 
 
@@ -35,34 +107,41 @@ def _string(row: dict, col: str, allow_empty: bool = False):
     return value, None
 
 
-def _messages(row: dict):
-    if "messages" not in row:
-        return None, ("malformed", "missing column `messages`")
-    msgs = row["messages"]
-    if not isinstance(msgs, list) or not msgs:
-        return None, ("malformed" if not isinstance(msgs, list) else "empty", "`messages` must be a non-empty list")
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-            return None, ("malformed", f"`messages[{i}]` must be an object with string `role` and `content`")
-    if not any(m["role"] == "assistant" and m["content"].strip() for m in msgs):
-        return None, ("no_trainable_tokens", "no assistant turn with content: nothing to train on")
-    return [{"role": m["role"], "content": m["content"]} for m in msgs], None
+def _messages(row: dict, columns: Columns):
+    name = columns.messages_column(row)
+    if name not in row:
+        return None, ("malformed", f"missing column `{name}`")
+    turns = row[name]
+    if not isinstance(turns, list) or not turns:
+        return None, ("malformed" if not isinstance(turns, list) else "empty", f"`{name}` must be a non-empty list")
+    chat = []
+    for i, turn in enumerate(turns):
+        role, content = (columns.role_of(turn), columns.content_of(turn)) if isinstance(turn, dict) else (0, 0)
+        if not isinstance(role, str) or not isinstance(content, str):
+            return None, ("malformed", f"`{name}[{i}]` must be an object with {columns.turn_fields()}")
+        chat.append({"role": role, "content": content})
+    if not any(m["role"] == "assistant" and m["content"].strip() for m in chat):
+        roles = sorted({m["role"] for m in chat})
+        detail = f"no assistant turn with content (roles {roles}; map yours with `role_map`): nothing to train on"
+        return None, ("no_trainable_tokens", detail)
+    return chat, None
 
 
-def extract(row: dict, fmt: str):
+def extract(row: dict, fmt: str, columns: Columns | None = None):
     """(payload, None) for a usable row, or (None, (reason, detail))."""
+    columns = columns or Columns()
     if fmt == "text":
-        return _string(row, "text")
+        return _string(row, columns.text)
     if fmt == "messages":
-        return _messages(row)
-    prompt, problem = _string(row, "prompt", allow_empty=True)
+        return _messages(row, columns)
+    prompt, problem = _string(row, columns.prompt, allow_empty=True)
     if problem:
         return None, problem
-    completion, problem = _string(row, "completion")
+    completion, problem = _string(row, columns.completion)
     if problem:
         return None, ("no_trainable_tokens", problem[1]) if problem[0] == "empty" else problem
     return (prompt, completion), None
 
 
-def has_columns(row: dict, fmt: str) -> bool:
-    return all(c in row for c in COLUMNS[fmt])
+def has_columns(row: dict, fmt: str, columns: Columns | None = None) -> bool:
+    return all(c in row for c in (columns or Columns()).needs(fmt, row))

@@ -19,9 +19,9 @@ from data_prep.config import PrepConfig
 from data_prep.counts import Counts
 from data_prep.errors import PrepError
 from data_prep.eval_split import eval_config, report_meta, select
-from data_prep.formats import COLUMNS, detect_format, extract, has_columns
+from data_prep.formats import Columns, detect_format, extract, has_columns, mapping_hint
 from data_prep.progress import Progress
-from data_prep.report import nothing_usable, summary, write_report
+from data_prep.report import nothing_usable, summary, too_many_dropped, write_report
 from data_prep.rows import write_rows
 from data_prep.sources import Meter, iter_hub, iter_local, resolve_files
 from data_prep.store import SegmentStore, segment_lengths
@@ -57,7 +57,7 @@ def _first_format(cfg: PrepConfig, records):
     for item in records:
         head.append(item)
         if item[1] is not None:
-            fmt = cfg.format if cfg.format != "auto" else detect_format(item[1], item[0])
+            fmt = cfg.format if cfg.format != "auto" else detect_format(item[1], item[0], Columns.of(cfg.columns))
             return fmt, itertools.chain(head, records)
     return (cfg.format if cfg.format != "auto" else "text"), iter(head)
 
@@ -99,6 +99,7 @@ class Segmentation:
 class Preparer:
     def __init__(self, cfg: PrepConfig):
         self.cfg, self.counts = cfg, Counts()
+        self.columns = Columns.of(cfg.columns)
         self.layout = cfg.layout
         self.locations: deque = deque()
         self.with_columns = self.readable = 0
@@ -112,10 +113,10 @@ class Preparer:
             if row is not None:
                 self.readable += 1
                 self.first_row = self.first_row or (loc, row)
-                self.with_columns += has_columns(row, fmt)
+                self.with_columns += has_columns(row, fmt, self.columns)
                 if self.readable == COLUMN_PROBE_ROWS and not self.with_columns:
                     raise self.absent_columns(fmt)
-                payload, problem = extract(row, fmt)
+                payload, problem = extract(row, fmt, self.columns)
             if problem:
                 self.counts.drop(problem[0], loc, problem[1])
                 continue
@@ -132,10 +133,10 @@ class Preparer:
 
     def absent_columns(self, fmt: str) -> PrepError:
         loc, row = self.first_row
-        need = " + ".join(f"`{c}`" for c in COLUMNS[fmt])
+        need = " + ".join(f"`{c}`" for c in self.columns.needs(fmt, row))
         return PrepError(
             f"{loc}: no row has the column(s) {need} that format `{fmt}` needs (columns found: {sorted(row)}); "
-            "rename the column or set `dataset_format` (--format) to match the data"
+            f"{mapping_hint()}"
         )
 
     def documents(self, where: list[str], enc: Encoded, policy: str, store: SegmentStore) -> None:
@@ -222,14 +223,17 @@ def prepare_dataset(
     final = cfg.dataset_dir(key)
     if is_complete(final) and not force:
         log(f"[data] cache hit: {final} (same inputs, tokenizer and layout; --force rebuilds)")
+        log(f"[data] report: {final / REPORT}")
+        _check_dropped(final, cfg)
         return final, True
     remove_stale(final.parent, final.name)
     start, writer = time.perf_counter(), AtomicWriter(final)
     try:
-        prep = Preparer(cfg)
+        prep = preparer_for(cfg)
         fmt = prep.run(writer, progress or Progress())  # on by default: `make sft` prepares in-process too
         writer.save_dataset(key[:16])
         meta = {"cache_key": key, "format": fmt, "policy": cfg.resolved_policy(fmt), "config": _meta(cfg)}
+        meta.update({"preference": prep.preference} if cfg.objective == "dpo" else {})
         write_report(writer.tmp / REPORT, prep.counts, meta)
         from data_prep.plot import save_plot
 
@@ -239,8 +243,30 @@ def prepare_dataset(
         writer.abort()
         raise
     log(summary(prep.counts, str(final)))
+    if cfg.objective == "dpo":
+        from data_prep.preference_rows import preference_summary
+
+        log(preference_summary(prep.preference))
     log(f"[data] done in {time.perf_counter() - start:.1f}s")
+    _check_dropped(final, cfg)
     return final, False
+
+
+def _check_dropped(final: Path, cfg: PrepConfig) -> None:
+    """Fail past the recipe's bad-row threshold; the dataset stays in the cache, so raising the threshold reruns
+    nothing (and no manifest points a training run at it until then)."""
+    problem = too_many_dropped(final / REPORT, cfg.max_dropped_fraction)
+    if problem:
+        raise problem
+
+
+def preparer_for(cfg: PrepConfig):
+    """Documents (SFT) or preference pairs (`trainer: dpo`, data_prep/preference_rows.py)."""
+    if cfg.objective == "dpo":
+        from data_prep.preference_rows import PreferencePreparer
+
+        return PreferencePreparer(cfg)
+    return Preparer(cfg)
 
 
 def _meta(cfg: PrepConfig) -> dict:
@@ -253,6 +279,7 @@ def _meta(cfg: PrepConfig) -> dict:
         "pad_multiple": lay.multiple,
         "fixed_length": lay.fixed_length,
         "mode": cfg.mode,
+        **({"objective": cfg.objective, "prefix_sharing": cfg.prefix_sharing} if cfg.objective != "sft" else {}),
         "seed": cfg.seed,
         "shard_tokens": cfg.shard_tokens,
         "source": cfg.hub or [Path(p).name for p in cfg.inputs],

@@ -1,9 +1,11 @@
-"""report.json beside the dataset and the short summary printed on stdout."""
+"""report.json beside the dataset, the short summary printed on stdout, and the bad-row threshold read from it."""
 
 import json
+from pathlib import Path
 
 from data_prep.counts import Counts
 from data_prep.errors import PrepError
+from longctx.config.prepared import REPORT
 
 
 def check_identity(counts: Counts) -> None:
@@ -51,4 +53,29 @@ def summary(counts: Counts, where: str) -> str:
     for reason, examples in d["examples"].items():
         lines.append(f"[data] {reason} e.g. {examples[0]}")
     lines.append(f"[data] wrote {where}")
+    lines.append(f"[data] report: {Path(where) / REPORT}")
     return "\n".join(lines)
+
+
+# what the threshold counts: rows that could not be used; documents the long-document policy drops are its choice
+UNUSABLE = ("malformed", "empty", "no_trainable_tokens")
+
+
+def too_many_dropped(report_path: Path, threshold: float) -> PrepError | None:
+    """The error when more than `threshold` of the rows were unusable, naming the report and the top reasons.
+
+    Why fail: a run that silently trains on 70% of a corpus looks fine until its evaluation; the report's
+    counts are exact, so the threshold is checked against them (on a cache hit too, for a changed threshold)."""
+    report = json.loads(Path(report_path).read_text())
+    rows = report.get("rows_read") or report.get("documents_in") or 0
+    by_reason = {r: report["documents_dropped_by_reason"].get(r, 0) for r in UNUSABLE}
+    bad = sum(by_reason.values())
+    if not rows or bad / rows <= threshold:
+        return None
+    top = sorted((n, r) for r, n in by_reason.items() if n)[::-1][:3]
+    reasons = "; ".join(f"{r} {n} (e.g. {report['examples'][r][0]})" for n, r in top)
+    return PrepError(
+        f"{bad} of {rows} rows ({bad / rows:.1%}) were unusable, over `max_dropped_fraction` {threshold:g}: "
+        f"{reasons}; report: {report_path}; fix those rows or map their columns (docs/data-preparation.md), "
+        "or raise `max_dropped_fraction` (`--max-dropped-fraction` without a recipe)"
+    )

@@ -1,4 +1,4 @@
-"""Build the offline assets of the `tiny-llama/sft-2k-cpu-sp2` recipe: model config, tokenizer and training corpus.
+"""Build the offline assets of the tiny recipes: model config, tokenizer, the SFT corpus and the preference pairs.
 
 Usage:
     python -m data_prep.tiny_assets            # rewrite recipes/assets/ (deterministic)
@@ -18,7 +18,7 @@ from pathlib import Path
 from longctx.training.retrieval.haystack import filler_sentence, passkey_documents, text_documents
 
 ASSETS = Path(__file__).resolve().parent.parent / "recipes" / "assets"
-TINY_DIRS = ("tiny-llama", "tiny-haystack")  # what write_assets builds under ASSETS
+TINY_DIRS = ("tiny-llama", "tiny-haystack", "tiny-preference")  # what write_assets builds under ASSETS
 SEED = 1234
 VOCAB_SIZE = 512
 SPECIAL_TOKENS = [
@@ -112,6 +112,26 @@ def write_assets(root: Path) -> None:
             json.dumps(doc) + "\n"
             for doc in text_documents(n_docs=48, min_sentences=150, max_sentences=180, seed=SEED + 1)
         )
+    # tiny-llama/dpo-2k-cpu-sp2: passkey pairs whose prompts (~90-270 tokens) pack several pairs into a 2048 row
+    pairs_dir = root / "tiny-preference"
+    pairs_dir.mkdir(parents=True, exist_ok=True)
+    with open(pairs_dir / "train.jsonl", "w") as f:
+        f.writelines(json.dumps(pair) + "\n" for pair in passkey_pairs(96, 8, 24, seed=SEED + 2))
+
+
+def passkey_pairs(n_pairs: int, min_sentences: int, max_sentences: int, seed: int) -> list[dict]:
+    """Preference pairs on passkey haystacks: the chosen answer names the hidden key, the rejected one another
+    key of the same form (TRL's explicit-prompt text format: `prompt`, `chosen`, `rejected`)."""
+    import random
+
+    rng = random.Random(seed)
+    pairs = []
+    for doc in passkey_documents(n_pairs, min_sentences, max_sentences, seed):
+        key = doc["completion"].split("The pass key is ")[1].rstrip(".")
+        wrong = str(rng.randrange(10_000, 100_000))
+        wrong = wrong if wrong != key else str(int(key) % 90_000 + 10_001)
+        pairs.append({"prompt": doc["prompt"], "chosen": doc["completion"], "rejected": f" The pass key is {wrong}."})
+    return pairs
 
 
 def differing_files(expected: Path, actual: Path) -> list[str]:

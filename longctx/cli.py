@@ -1,17 +1,23 @@
 """`python -m longctx SUBCOMMAND RECIPE [tool flags] [-- recipe overrides]`: the one command line of the repository.
 
     python -m longctx sft llama8b-256k -- --max_steps 20      preflight, data, then the launch (make sft)
+    python -m longctx dpo tiny-dpo-2k                          the same for a preference recipe (make dpo)
     python -m longctx data tiny-2k --force                     tokenize, pack and pad the recipe's data (make data)
     python -m longctx validate llama8b-256k --num-gpus 8       every problem of a launch, before any GPU work
     python -m longctx plan llama8b-256k --gpu-memory-gb 80     the mesh, tokens per rank and memory per rank
     python -m longctx probe tiny-2k --sp 2                     prove packed documents stay isolated
     python -m longctx rehearse llama8b-256k                    the recipe in miniature on CPU, end to end
     python -m longctx eval tiny-2k --checkpoint DIR            long-context retrieval eval on the recipe's mesh
+    python -m longctx export outputs/tiny-llama/sft-2k-cpu-sp2
+                                                               a trained run as a plain Hugging Face folder
+    python -m longctx ls                                       every recipe: model, length, mesh, GPUs, memory
+    python -m longctx cp tiny-2k ../team-repo                  a recipe and the files it needs, into a repository
 
 One convention for every subcommand: the recipe comes first (a short name from recipes/README.md, a name
 under recipes/ or a path), then the subcommand's own flags (`python -m longctx SUBCOMMAND --help`), then `--`
 and recipe overrides (`--key value`, any key of the recipe). Each `make` target is this command
-(`make plan RECIPE=.. FLAGS=.. ARGS=..` runs `python -m longctx plan RECIPE FLAGS -- ARGS`).
+(`make plan RECIPE=.. FLAGS=.. ARGS=..` runs `python -m longctx plan RECIPE FLAGS -- ARGS`). It works from any
+folder: a recipe's paths are relative to the repository that holds it (longctx/commands/workdir.py).
 
 A `--hub_token` among the overrides moves into the environment (HF_TOKEN) before any tool sees them, so no
 tool can print it or write it into a results file or a derived recipe (longctx/training/credentials.py).
@@ -22,10 +28,11 @@ import importlib
 import os
 import sys
 
-# subcommand -> (module whose main(argv) runs it, what it does); `data` runs data_prep (a top-level tool).
+# subcommand -> (module whose main(argv) runs it, what it does)
 SUBCOMMANDS = {
     "sft": ("longctx.commands.sft", "preflight, the recipe's data, then its accelerate launch"),
-    "data": ("data_prep", "tokenize, pack and pad the recipe's dataset (python -m data_prep --recipe RECIPE)"),
+    "dpo": ("longctx.commands.dpo", "the same for a preference (`trainer: dpo`) recipe: DPO, IPO, SimPO under SP"),
+    "data": ("longctx.commands.data", "tokenize, pack and pad the recipe's dataset, or your files (--input)"),
     "validate": ("longctx.commands.validate", "preflight: every problem of a launch, before any GPU work"),
     "plan": ("longctx.commands.validate", "the mesh, tokens per rank and the memory plan per rank"),
     "probe": ("longctx.commands.probe", "prove packed documents stay isolated (exit 1 on a leak)"),
@@ -35,7 +42,12 @@ SUBCOMMANDS = {
         "longctx.commands.fetch",
         "download the recipe's model, tokenizer and dataset for an offline node",
     ),
+    "export": ("longctx.commands.export", "a trained run as a plain Hugging Face folder (LoRA merged on request)"),
+    "ls": ("longctx.commands.ls", "every recipe: model, length, mesh, GPUs, memory plan, measured status"),
+    "cp": ("longctx.commands.cp", "copy a recipe and the files it needs into another repository"),
 }
+# the subcommands that run a recipe: from the recipe's repository, wherever they are typed
+RUN_FROM_RECIPE_ROOT = ("sft", "data", "validate", "plan", "probe", "rehearse", "eval", "fetch")
 
 
 def usage() -> str:
@@ -53,24 +65,6 @@ def resolve(recipe: str) -> str | None:
     return SHORT_NAMES.get(recipe, recipe)
 
 
-def run_data(argv: list[str]) -> int:
-    """`data RECIPE [flags] [-- overrides]` is data_prep's `--recipe RECIPE` form; data_prep is a tool above
-    this package, so it runs as its own process (this package never imports it)."""
-    from longctx.config.keys import split_argv
-    from longctx.config.paths import REPO_ROOT
-    from longctx.launch.prepare import data_prep_argv
-
-    own, overrides = split_argv(argv)
-    if not own or own[0].startswith("-"):
-        own = [] if own[:1] in (["-h"], ["--help"]) else own
-        cmd = [sys.executable, "-m", "data_prep", *(own or ["--help"])]
-    else:
-        cmd = data_prep_argv(own[0], own[1:], overrides)
-    os.chdir(REPO_ROOT)
-    sys.stdout.flush()
-    os.execv(cmd[0], cmd)
-
-
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
@@ -85,13 +79,15 @@ def main(argv: list[str]) -> int:
     from longctx.training.credentials import hub_token_to_env
 
     own, overrides = split_argv(rest)
-    if own and not own[0].startswith("-"):
+    if own and not own[0].startswith("-") and sub in (*RUN_FROM_RECIPE_ROOT, "cp"):
         recipe = resolve(own[0])
         if recipe is None:
             return 2
+        if sub in RUN_FROM_RECIPE_ROOT:
+            from longctx.commands.workdir import enter_recipe_root
+
+            recipe, own, overrides = enter_recipe_root(recipe, own, overrides)
         own = [recipe, *own[1:]]
     tool_argv = [*own, "--", *hub_token_to_env(overrides, os.environ)]
-    if sub == "data":
-        return run_data(tool_argv)
     tool = importlib.import_module(SUBCOMMANDS[sub][0])
     return tool.main(["plan", *tool_argv] if sub == "plan" else tool_argv)

@@ -10,6 +10,7 @@ Mixture-of-experts models keep their routing at 8 experts at most (`miniature_ex
 A new model type whose config has other size keys (a vision tower) extends `miniature_config`.
 """
 
+from longctx.config.layer_shapes import layer_shapes
 from longctx.config.linear_layers import text_config
 
 LAYERS, HIDDEN, HEAD_DIM = 2, 64, 8
@@ -57,6 +58,10 @@ def miniature_config(
         kinds = config["layer_types"]
         mini["num_hidden_layers"] = max(LAYERS, max(kinds.index(k) for k in set(kinds)) + 1)  # every type once
     mini.update(per_layer_keys(config, mini["num_hidden_layers"]))
+    shaped = miniature_layer_shapes(config, mini, sp)
+    if shaped:  # transformers rebuilds the per-layer overrides from the global keys
+        mini.pop("per_layer_config", None)
+        mini.update(shaped)
     if config.get("linear_num_key_heads"):  # Gated DeltaNet: sp key heads (one a rank), the value/key ratio kept
         ratio = int(config["linear_num_value_heads"]) // int(config["linear_num_key_heads"])
         mini.update(linear_num_key_heads=sp, linear_num_value_heads=ratio * sp)
@@ -91,7 +96,7 @@ def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
     if not mini:
         return {}
     experts = next(iter(mini.values()))
-    for key in ("num_experts_per_tok", "experts_per_token"):
+    for key in ("num_experts_per_tok", "experts_per_token", "top_k_experts"):
         if config.get(key):
             mini[key] = max(1, min(int(config[key]), experts // 2))
     for key in ("moe_intermediate_size", "shared_expert_intermediate_size"):  # the shared expert: Qwen3.5-MoE
@@ -100,3 +105,24 @@ def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
     if isinstance(config.get("mlp_only_layers"), list):
         mini["mlp_only_layers"] = [i for i in config["mlp_only_layers"] if i < layers]
     return mini
+
+
+def miniature_layer_shapes(config: dict, mini: dict, sp: int) -> dict:
+    """Gemma 4's per-layer shapes at tiny size (longctx/config/layer_shapes.py): the global layers' head size in the
+    same ratio to the sliding layers' (512 : 256), their KV heads split or replicated at sp as the real ones, KV
+    sharing kept as one consuming layer per layer type after the producers, per-layer inputs 8 wide."""
+    shapes = layer_shapes(config)
+    if shapes is None:
+        return {}
+    full = next((a for a in shapes.attention if a.kind == "full_attention"), None)
+    sliding = next((a for a in shapes.attention if a.kind != "full_attention"), shapes.attention[0])
+    out = {}
+    if full is not None:
+        kv = full.kv_heads if full.kv_heads % sp else sp
+        out.update(global_head_dim=HEAD_DIM * full.head_dim // sliding.head_dim, num_global_key_value_heads=kv)
+    if shapes.per_layer_input:
+        out.update(hidden_size_per_layer_input=HEAD_DIM, vocab_size_per_layer_input=mini["vocab_size"])
+    if config.get("num_kv_shared_layers"):  # the producers once more, as the layers that reuse their K/V
+        kinds = mini["layer_types"]
+        out.update(layer_types=kinds + kinds, num_hidden_layers=2 * len(kinds), num_kv_shared_layers=len(kinds))
+    return out

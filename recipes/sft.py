@@ -22,14 +22,20 @@ import warnings
 from transformers import AutoTokenizer
 from trl import get_peft_config
 
-from longctx.config.chat_templates import ChatTemplateError, resolve_chat_template
-from longctx.config.checkpoints import auto_resume_line, resolve_resume
-from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
+from longctx.config.recipe import (
+    RecipeError,
+    command_line_overrides,
+    exit_on_recipe_error,
+    parse_recipe,
+    recipe_topology,
+)
+from longctx.config.run_paths import resolve_run_paths
 from longctx.training.credentials import move_hub_token_to_env
 from longctx.training.data.prepared import recipe_datasets
 from longctx.training.faults.guard import train_to_outcome
 from longctx.training.faults.signals import watch_for_preemption
 from longctx.training.model_build import build_model
+from longctx.training.next_steps import next_steps
 from longctx.training.process_patches import install_process_patches
 from longctx.training.sequence_parallel.mesh import check_launched_mesh, report_mesh
 from longctx.training.shutdown import exit_cleanly
@@ -38,23 +44,6 @@ from longctx.training.trainer import LongContextSFTTrainer
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
 # would bury the loss lines and are not actionable from a recipe.
 warnings.filterwarnings("ignore", message=r".*(all_gather|reduce_scatter_tensor|all_gather_into_tensor).*deprecated")
-
-
-def resolve_paths(recipe, training_args) -> None:
-    """`resume_from_checkpoint: true` -> the latest complete checkpoint folder (`auto`: that, or a fresh start
-    when there is none), and a chat template name or repo-relative file -> the file data_prep read too (TRL opens
-    it in SFTTrainer); either missing is a recipe error."""
-    asked = str(training_args.resume_from_checkpoint).lower()
-    try:
-        training_args.resume_from_checkpoint = resolve_resume(
-            training_args.resume_from_checkpoint, training_args.output_dir
-        )
-        if asked == "auto" and os.environ.get("RANK", "0") == "0":
-            print(f"[resume] {auto_resume_line(training_args.resume_from_checkpoint, training_args.output_dir)}")
-        template = resolve_chat_template(training_args.chat_template_path)
-    except (ValueError, ChatTemplateError) as exc:
-        raise RecipeError(recipe.config_source, [str(exc)]) from None
-    training_args.chat_template_path = str(template) if template else None
 
 
 def main(recipe, training_args, model_args):
@@ -66,7 +55,7 @@ def main(recipe, training_args, model_args):
         "or override `--accelerate_config` to the topology you launch with"
     )
     check_launched_mesh(topo, source, relaunch, use_cpu=training_args.use_cpu)  # before anything is downloaded
-    resolve_paths(recipe, training_args)
+    resolve_run_paths(recipe, training_args)
     move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
 
     tokenizer = AutoTokenizer.from_pretrained(
@@ -107,6 +96,9 @@ def main(recipe, training_args, model_args):
     # No rank may tear down its process group while rank 0 is still writing (see longctx/training/shutdown.py).
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
+    overrides = command_line_overrides(sys.argv[1:])
+    for line in next_steps(source, os.path.abspath(training_args.output_dir), bool(model_args.use_peft), overrides):
+        trainer.accelerator.print(line)
     trainer.end()
     exit_cleanly(0)
 

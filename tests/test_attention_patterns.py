@@ -4,7 +4,7 @@ Under SP, a layer type or attention implementation the registry does not prove e
 SP would change it and what to do, before any model is built: by the recipe rules the entrypoint and preflight run
 (the config on disk), and again by the entrypoint's model builder (the config it downloaded). Miniatures of the
 families transformers 5.23 ships whose attention Ulysses would silently change (Llama 4's chunks, DeepSeek-V3.2's
-and GLM's indexer, DeepSeek-V4's eager-only compressed attention, Gemma 4's mask-only window), built from their
+and GLM's indexer, DeepSeek-V4's eager-only compressed attention), built from their
 config classes' defaults at tiny size (longctx/miniature.py), are each refused with their reason; before this gate
 each of them was accepted at sp=2 (the rules had no such check and accelerate refuses only `linear_attention`).
 """
@@ -39,8 +39,6 @@ REFUSED = {
         "runs only `eager` attention in transformers 5.23",
         True,
     ),
-    # built as a config only: its per-layer input embedding (262144 x 256 x layers) is not scaled by the miniature
-    "Gemma 4": (Gemma4Config, {"sliding_attention", "full_attention"}, "a 4D mask", False),
 }
 
 
@@ -73,6 +71,17 @@ def test_miniatures_of_families_sp_would_change_are_refused_with_the_reason(fami
 def test_every_shipped_architecture_is_proven_with_sdpa(snapshot):
     config = json.loads((snapshot / "config.json").read_text())
     assert pattern_problems(config, 8, "sdpa", "r.yaml", str(snapshot)) == []
+
+
+def test_gemma4_is_proven_with_sdpa_and_its_flash_attention_refused():
+    """Gemma 4's row (longctx/config/families/gemma4.py) proves both layer types with sdpa
+    (tests/test_gemma4_parity.py): its default config's miniature passes the gate at sp=2; FlashAttention, not proven
+    (and past its head_dim 256 on the global layers), is refused for both."""
+    config = miniature(Gemma4Config)
+    assert set(effective_layer_types(config)) == {"sliding_attention", "full_attention"}
+    assert pattern_problems(config, 2, "sdpa", "recipe.yaml", "the-model") == []
+    refused = pattern_problems(config, 2, "flash_attention_2", "recipe.yaml", "the-model")
+    assert [p.key for p in refused] == ["attn_implementation"] * 2
 
 
 def test_an_implementation_not_proven_for_a_layer_type_is_refused():

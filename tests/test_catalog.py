@@ -36,6 +36,12 @@ CATALOG = {
     "qwen3.5-35b-a3b/sft-256k-sp8",
     "qwen3.5-27b/sft-256k-2x8-u8r2",
     "llama3.1-8b/sft-2m-4x8-u8r4",
+    "gemma-4-31b/sft-128k-sp8",
+    "llama3.1-8b/dpo-64k-sp4",
+    "llama3.1-8b/dpo-lora-64k-sp4",
+    "llama3.1-8b/dpo-128k-sp8",
+    "llama3.1-8b/dpo-lora-128k-sp8",
+    "qwen3-8b/dpo-128k-sp8",
 }
 
 
@@ -72,8 +78,10 @@ def test_recipe_fits_its_mesh_and_positions(path, monkeypatch):
     assert config.num_attention_heads % ulysses == 0, "query heads must split evenly over U (sp without a ring)"
     linear = getattr(config, "linear_num_key_heads", None)  # Gated DeltaNet layers split by their own key heads
     assert linear is None or linear % topo.sp_size == 0, "linear-attention key heads must split evenly over sp"
-    kv = config.num_key_value_heads
-    assert kv % ulysses == 0 or ulysses % kv == 0, "KV heads must divide U or U divide them"
+    # Gemma 4's global layers have KV heads of their own: Ulysses splits every layer by its own
+    per_layer = config.per_layer_config if config.is_heterogeneous else [config]
+    for kv in {layer.num_key_value_heads for layer in per_layer}:
+        assert kv % ulysses == 0 or ulysses % kv == 0, "KV heads must divide U or U divide them"
     assert config.max_position_embeddings >= sft.max_length, "train past the positions only with rope scaling"
     assert topo.processes_per_machine % ulysses == 0, "a Ulysses group (an SP group without a ring) spans one node"
     assert sft.bf16 and not sft.use_cpu and model.attn_implementation == "sdpa"
@@ -88,7 +96,8 @@ def test_header_names_hardware_and_exact_launch(path):
     header = path.read_text().split("\naccelerate_config:")[0]
     assert header.startswith(f"# {name(path)}:")
     assert "# Hardware:" in header and "# Figures:" in header
-    assert f"recipes/sft.py --config recipes/{name(path)}.yaml" in header
+    entrypoint = "recipes/dpo.py" if "\ntrainer: dpo" in path.read_text() else "recipes/sft.py"
+    assert f"{entrypoint} --config recipes/{name(path)}.yaml" in header
 
 
 def test_rope_override_reaches_the_config(monkeypatch):

@@ -87,7 +87,9 @@ def test_training_template_renders_like_the_stock_one(recipe, raw, case):
     # harmony (gpt-oss): <|return|> ends the last answer, <|end|> earlier ones, <|call|> a tool call; TRL's gpt-oss
     # training template marks each assistant branch from its `<|start|>assistant` header, which the model itself
     # emits between its analysis and final messages
-    ends = ("<|eot_id|>", "<|im_end|>", "<|return|>", "<|end|>", "<|call|>")
+    # Gemma 4: '<turn|>' and its newline end a turn; a tool call ends with '<tool_call|>', and the tool's response
+    # (embedded in the same turn) is the environment's, outside the span
+    ends = ("<|eot_id|>", "<|im_end|>", "<|return|>", "<|end|>", "<|call|>", "<turn|>\n", "<tool_call|>")
     for (start, end), message in zip(spans, answers, strict=True):
         marked = text[start:end]
         assert marked.endswith(ends), marked  # the end-of-turn token is trained: the model learns to stop

@@ -35,7 +35,7 @@ def test_bad_input_is_one_line_exit_2_without_traceback(tmp_path):
     [
         (["--max-length", "64"], "--tokenizer and --max-length are required"),
         (["--tokenizer", TOKENIZER, "--max-length", "100", "--sp-size", "8", "--input", "x"], "use max_length: 96"),
-        (["--recipe", "tiny-llama/sft-2k-cpu-sp2", "--sp-size", "4"], "--sp-size conflict with --recipe"),
+        (["--recipe", "tiny-llama/sft-2k-cpu-sp2", "--sp-size", "4"], "--sp-size: `accelerate_config`"),
         (["--recipe", "recipes/missing.yaml"], "file not found"),
     ],
 )

@@ -61,7 +61,7 @@ def test_every_bad_row_class_is_counted_with_its_location(tmp_path):
             {"text": "the old bridge hears two letters"},  # 10 ok
         ],
     )
-    folder, report, _ = run(config(tmp_path, [src], policy="drop"))
+    folder, report, _ = run(config(tmp_path, [src], policy="drop", max_dropped_fraction=1.0))  # counts, not fails
     by = report["documents_dropped_by_reason"]
     assert by == {"empty": 2, "malformed": 5, "too_long": 1, "no_trainable_tokens": 0}
     assert report["documents_in"] == 10 and report["documents_out"] == 2
@@ -105,7 +105,7 @@ def test_chat_labels_are_exactly_the_assistant_turns(tmp_path, tok):
         {"messages": [{"role": "user", "content": "no answer here"}]},  # no assistant turn
     ]
     src = write_jsonl(tmp_path / "chat.jsonl", chats)
-    folder, report, _ = run(config(tmp_path, [src], max_length=128, mode="unpacked"))
+    folder, report, _ = run(config(tmp_path, [src], max_length=128, mode="unpacked", max_dropped_fraction=0.5))
     assert report["format"] == "messages" and report["documents_dropped_by_reason"]["no_trainable_tokens"] == 1
     assert "chat.jsonl:3" in report["examples"]["no_trainable_tokens"][0]
     trained = sorted(tok.decode([t for t in labels if t != -100]) for labels in rows_of(folder)["labels"])
@@ -122,7 +122,7 @@ def test_prompt_completion_trains_on_the_completion_and_eos_only(tmp_path, tok):
 
 def test_a_missing_column_everywhere_is_one_clear_error(tmp_path):
     src = write_jsonl(tmp_path / "d.jsonl", [{"body": "x"}] * 3)
-    with pytest.raises(PrepError, match=r"`text`.*set `dataset_format`"):
+    with pytest.raises(PrepError, match=r"`text`.*`dataset_text_field`"):
         run(config(tmp_path, [src], format="text"))
     with pytest.raises(PrepError, match=r"cannot tell the dataset format from the columns \['body'\]"):
         run(config(tmp_path, [src]))

@@ -39,6 +39,7 @@ FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {
     "gpu-ladder": "benchmarks/gpu_memory_ladder.py",
     "gpu-bench": "benchmarks/gpu_step.py",
 }
+NO_RECIPE = (["export"], ["ls"])  # subcommands whose first argument is not a recipe (a run folder, a filter)
 RECIPE_CLIS = {"longctx", "longctx.preflight", "longctx.leak_probe", "longctx.evaluation", "longctx.cpu_rehearsal"}
 
 
@@ -104,9 +105,11 @@ def placeholder(token: str) -> bool:
 def recipe_keys() -> frozenset[str]:
     from trl import ModelConfig, SFTConfig
 
+    from longctx.config.preference import PreferenceConfig
     from longctx.config.recipe import RecipeArguments
 
-    fields = {f.name for cls in (RecipeArguments, SFTConfig, ModelConfig) for f in dataclasses.fields(cls)}
+    classes = (RecipeArguments, SFTConfig, PreferenceConfig, ModelConfig)  # an SFT or a `trainer: dpo` recipe's keys
+    fields = {f.name for cls in classes for f in dataclasses.fields(cls)}
     return frozenset(fields | {"config"})
 
 
@@ -152,8 +155,7 @@ print("@@HELP@@" + json.dumps(out))
 def tool_of(cmd: list[str]) -> tuple[str, list[str]] | None:
     """(tool label, the --help invocation) for a python command: `-m module` or a benchmarks script."""
     if cmd[:2] == ["-m", "longctx"] and cmd[2:3] and cmd[2] in SUBCOMMANDS:
-        # `longctx data` is data_prep's --recipe form (its help is data_prep's; the CLI would exec it)
-        return f"longctx {cmd[2]}", ["-m", "data_prep", "--help"] if cmd[2] == "data" else [*cmd[:3], "--help"]
+        return f"longctx {cmd[2]}", [*cmd[:3], "--help"]
     if cmd[0] == "-m":
         module = cmd[1]
         sub = ["plan"] if module == "longctx.preflight" and cmd[2:3] == ["plan"] else []
@@ -256,7 +258,8 @@ def check_python(text: str) -> list[str]:
     if cmd[0].startswith("benchmarks/"):  # a benchmark's sub-command is one of its choices
         problems += [f"`{label}` has no choice {t}" for t in positional if t not in helps()[label][1]]
     first = ours[1:2] if ours[:1] == ["plan"] and cmd[1] != "longctx" else ours[:1]  # the recipe comes first
-    if cmd[0] == "-m" and cmd[1] in RECIPE_CLIS and first and not first[0].startswith("-"):
+    takes_recipe = cmd[1:2] != ["longctx"] or cmd[2:3] not in NO_RECIPE
+    if cmd[0] == "-m" and cmd[1] in RECIPE_CLIS and takes_recipe and first and not first[0].startswith("-"):
         problems += recipe_problem(first[0])
     if "--recipe" in ours[:-1]:
         problems += recipe_problem(ours[ours.index("--recipe") + 1])

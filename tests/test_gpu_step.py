@@ -18,7 +18,7 @@ import zipfile
 import pytest
 import torch
 
-from tests.helpers import REPO, offline_env
+from tests.helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -130,13 +130,13 @@ def tiny_run(tmp_path_factory):
     out = work / "rows.jsonl"
     argv = [sys.executable, "benchmarks/gpu_step.py", "--tiny", "--out", str(out), "--work", str(work / "run"),
             "--budget-s", "1500"]  # fmt: skip
-    proc = subprocess.run(argv, cwd=REPO, env=offline_env(), capture_output=True, text=True, timeout=1800, check=False)
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     sft_out = work / "sft"
     cmd = [sys.executable, "-m", "longctx", "sft", str(work / "run" / "recipe.yaml"), "--no-checks", "--",
            "--output_dir", str(sft_out)]  # fmt: skip
-    sft = subprocess.run(cmd, cwd=REPO, env=offline_env(), capture_output=True, text=True, timeout=1200, check=False)
+    sft = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200, check=False)
     assert sft.returncode == 0, sft.stdout[-2000:] + sft.stderr[-3000:]
     history = json.loads((sft_out / "trainer_state.json").read_text())["log_history"]
     return rows, {h["step"]: h["loss"] for h in history if "loss" in h}, work / "run" / "recipe.yaml"
@@ -161,7 +161,7 @@ def test_each_rows_plan_is_preflights_plan_at_its_length(tiny_run):
     rows, _, recipe = tiny_run
     for row in (r for r in rows if r["row"] == "step"):
         cmd = [sys.executable, "-m", "longctx", "plan", str(recipe), "--json", "--", "--max_length", str(row["seq"])]
-        proc = subprocess.run(cmd, cwd=REPO, env=offline_env(), capture_output=True, text=True, check=True)
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=True)
         plan = json.loads(proc.stdout.strip().splitlines()[-1])["plan"]
         assert row["plan_gib"] == pytest.approx(plan["total_gib"], abs=1e-6)
         assert row["plan_host_gib"] == pytest.approx(plan["host_per_node_gib"], abs=1e-6)

@@ -107,6 +107,22 @@ def test_hybrid_ring_isolated_stock_leaks_and_parity(tmp_path, ring, capsys):
     assert code == 0 and f"at sp=4 = Ulysses {4 // ring} x ring {ring}" in capsys.readouterr().out
 
 
+GEMMA4 = "tests/recipes/gemma4-parity.yaml"  # the miniature Gemma 4: 16-token windows, global layers twice as wide
+
+
+@pytest.mark.distributed
+@pytest.mark.slow  # Gemma 4's parity gate holds the default tier's one sp=2 launch (tests/test_gemma4_parity.py)
+def test_gemma4_probe_at_sp2(tmp_path):
+    """Each layer split by its own heads, the sliding window applied per document: no document sees another, and
+    packed loss and gradients equal sp=1's and the documents one by one. With isolation off the documents leak."""
+    out = tmp_path / "gemma4.json"
+    code = main([GEMMA4, "--json", str(out), "--sp", "2", "--parity", "--compare-stock"])
+    report = json.loads(out.read_text())
+    assert "sliding windows applied inside each document" in report["install"]
+    assert report["leaks"] == [] and report["parity"] == [], report["leaks"] + report["parity"]
+    assert code == 0 and report["stock_leaks"]
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_cli_exits_1_without_isolation(tmp_path):

@@ -87,6 +87,22 @@ def test_varlen_dispatch_matches_the_per_document_path(reference_kernel, window)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_heads_wider_than_flash_take_the_per_document_path(reference_kernel):
+    """Gemma 4's global layers (head_dim 512) are past the varlen FlashAttention kernels' 256: packed rows of such a
+    layer never reach the kernel (it would refuse them on a GPU) and get the per-document path's exact result."""
+    pos = torch.cat([torch.arange(n) for n in (9, 14, 1)])[None]
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, HEADS, 24, 264, generator=g)
+    k, v = (torch.randn(1, KV_HEADS, 24, 264, generator=g) for _ in range(2))
+    module = SimpleNamespace(num_key_value_groups=HEADS // KV_HEADS, is_causal=True, training=True)
+    out, _ = isolated_sdpa_attention(module, q, k, v, None, position_ids=pos, scaling=0.1)
+    assert reference_kernel.calls == 0
+    cu = torch.tensor([0, 9, 23, 24], dtype=torch.int32)
+    flat = (t[0].transpose(0, 1) for t in (q, k, v))
+    want = reference_varlen_attn(*flat, cu, cu, 14, 14, scale=0.1, window_size=(-1, 0), enable_gqa=True)[None]
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+
+
 def tiny_llama(layers: int = 2) -> LlamaForCausalLM:
     config = LlamaConfig(
         hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,

@@ -106,9 +106,9 @@ def test_linear_flops_count_the_parameters(snapshot):
     config = AutoConfig.from_pretrained(snapshot)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    params = sum(p.numel() for p in model.parameters())
-    if not config.tie_word_embeddings:
-        params -= model.get_input_embeddings().weight.numel()  # a lookup, no FLOPs
+    # the language model and its head: a multimodal checkpoint's vision tower (Gemma 4's) does not run on text
+    params = sum(p.numel() for p in model.get_decoder().parameters()) + model.get_output_embeddings().weight.numel()
+    params -= model.get_input_embeddings().weight.numel()  # a lookup, no FLOPs (the head counts the tied weights)
     text = config.get_text_config()
     experts = getattr(text, "num_local_experts", 0) or getattr(text, "num_experts", 0)
     if experts:  # a token runs through its top-k experts only: MFU counts active parameters

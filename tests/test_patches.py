@@ -197,23 +197,34 @@ def overridden_methods(cls, base) -> set[str]:
     return {name for name, value in vars(cls).items() if callable(value) and hasattr(base, name)}
 
 
-def test_every_trainer_override_is_registered_against_the_method_super_calls():
-    from trl import SFTTrainer
+def trainer_classes():
+    """(our trainer, the TRL trainer it extends): every trainer class whose overrides the registry lists."""
+    from trl import DPOTrainer, SFTTrainer
 
+    from longctx.training.preference.trainer import LongContextDPOTrainer
     from longctx.training.trainer import LongContextSFTTrainer
 
-    owner = f"{LongContextSFTTrainer.__module__}:{LongContextSFTTrainer.__qualname__}"
-    registered = {o.overridden_by.rsplit(".", 1)[-1]: o for o in OVERRIDES}
-    assert {o.overridden_by.rsplit(".", 1)[0] for o in OVERRIDES} == {owner}
-    assert set(registered) == overridden_methods(LongContextSFTTrainer, SFTTrainer), (
-        "every method LongContextSFTTrainer overrides is in OVERRIDES of longctx/training/patches/overrides.py, "
+    return [(LongContextSFTTrainer, SFTTrainer), (LongContextDPOTrainer, DPOTrainer)]
+
+
+@pytest.mark.parametrize("ours, base", trainer_classes(), ids=lambda c: c.__name__)
+def test_every_trainer_override_is_registered_against_the_method_super_calls(ours, base):
+    owner = f"{ours.__module__}:{ours.__qualname__}"
+    registered = {o.overridden_by.rsplit(".", 1)[-1]: o for o in OVERRIDES if o.overridden_by.startswith(owner + ".")}
+    assert set(registered) == overridden_methods(ours, base), (
+        f"every method {ours.__name__} overrides is in OVERRIDES of longctx/training/patches/overrides.py, "
         "with the fingerprint of the upstream method (`python -m longctx.training.patches.check --print`)"
     )
     for name, override in registered.items():
-        assert resolve(override.method) is getattr(SFTTrainer, name), (
-            f"{override.method} is not the method `super().{name}` reaches from LongContextSFTTrainer"
+        assert resolve(override.method) is getattr(base, name), (
+            f"{override.method} is not the method `super().{name}` reaches from {ours.__name__}"
         )
         assert override.written_against and "==" in override.written_against
+
+
+def test_every_override_belongs_to_a_trainer():
+    owners = {f"{ours.__module__}:{ours.__qualname__}" for ours, _ in trainer_classes()}
+    assert {o.overridden_by.rsplit(".", 1)[0] for o in OVERRIDES} == owners
 
 
 def test_the_override_scan_sees_a_new_override():

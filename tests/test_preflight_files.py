@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from longctx.preflight.checks.files import (
+from longctx.config.key_homes import (
     DEEPSPEED_TOP_KEYS,
     DEEPSPEED_ZERO_KEYS,
     OUR_PARALLELISM_KEYS,

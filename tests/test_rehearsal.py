@@ -33,7 +33,7 @@ DEFAULT_TIER: tuple[str, ...] = ()
 MAY_CHANGE = set(SET_FOR_CPU) | {
     "model_name_or_path", "model_init", "model_config_source", "dataset_name", "dataset_train_split",
     "dataset_config", "max_length", "max_steps", "save_strategy", "save_steps", "logging_steps", "output_dir",
-    "prepared_data_dir", "accelerate_config", "report_to", "pad_to_multiple_of",
+    "prepared_data_dir", "accelerate_config", "report_to", "pad_to_multiple_of", "eval_holdout", "eval_steps",
 }  # fmt: skip
 
 

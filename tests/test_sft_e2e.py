@@ -56,3 +56,51 @@ def test_no_token_in_the_output_arguments_state_or_checkpoint(make_sft):
     log, out = make_sft
     assert (out / "checkpoint-12" / "training_args.bin").is_file() and (out / "training_args.bin").is_file()
     assert secret_leaks(log, out) == []
+
+
+def test_prints_how_to_evaluate_load_and_export_the_run(make_sft):
+    """Before: the run ended at "[done] model saved to", with no next step."""
+    log, out = make_sft
+    assert f"[next] evaluate: python -m longctx eval recipes/tiny-llama/sft-2k-cpu-sp2.yaml --checkpoint {out}" in log
+    assert f'[next] load: AutoModelForCausalLM.from_pretrained("{out}")' in log
+    assert f"[next] export a checkpoint or push it: python -m longctx export {out}" in log
+
+
+def test_metrics_print_once_and_no_warning_nobody_can_act_on(make_sft):
+    """Before: each step's metrics printed twice (a `[metrics]` line and the Trainer's), among DeepSpeed's
+    "Setting accelerator to CPU" per process and torchrun's OMP_NUM_THREADS banner."""
+    log, _ = make_sft
+    assert log.count("'tokens_per_s': ") == 4 and "[metrics]" not in log
+    assert "Setting accelerator to CPU" not in log
+    assert "Setting OMP_NUM_THREADS environment variable" not in log
+
+
+def test_readmes_sample_lines_are_the_runs(make_sft):
+    """The README's sample output, line by line where it does not depend on the run's ARGS (the launch line, the
+    losses and the paths do; tests/test_readme_output.py holds the whole block to a plain `make sft`)."""
+    from tests.helpers.readme_output import readme_sample
+
+    log, _ = make_sft
+    fixed = [line for line in readme_sample() if line.startswith(("[mesh]", "[isolation]"))]
+    assert len(fixed) >= 4 and all(line in log for line in fixed), [line for line in fixed if line not in log]
+
+
+def test_export_of_its_zero3_checkpoint_loads_with_plain_transformers_and_gives_the_trained_logits(
+    make_sft, tmp_path, capsys
+):
+    """`python -m longctx export` of checkpoint-12 (the ZeRO-3 partitions of both ranks; in-process, its command
+    line runs in tests/test_export.py) against the model the run itself saved at the same step, gathered from the
+    live engine: the same logits under plain transformers."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from longctx.cli import main as longctx
+
+    _, out = make_sft
+    assert longctx(["export", str(out / "checkpoint-12"), "--out", str(tmp_path / "plain")]) == 0
+    assert "(zero checkpoint, fp32), wrote a plain model in float32" in capsys.readouterr().out
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "plain")
+    trained = AutoModelForCausalLM.from_pretrained(out)
+    ids = torch.arange(3, 300).unsqueeze(0)
+    with torch.no_grad():
+        assert torch.equal(exported(ids).logits, trained(ids).logits)

@@ -11,7 +11,9 @@ from longctx.training.patches.registry import PATCHES
 
 EVAL_METHODS = ("get_eval_dataloader", "compute_loss", "evaluation_loop")
 SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("longctx.training.sequence_parallel.eval_loss:")] + [
-    o for o in OVERRIDES if o.overridden_by.rsplit(".", 1)[-1] in EVAL_METHODS
+    o
+    for o in OVERRIDES
+    if o.overridden_by.startswith("longctx.training.trainer:") and o.overridden_by.rsplit(".", 1)[-1] in EVAL_METHODS
 ]
 PREPARE_DEEPSPEED = "accelerate.accelerator.Accelerator._prepare_deepspeed"
 

@@ -8,13 +8,18 @@ import os
 import sys
 
 from longctx.config.keys import recipe_with_overrides, split_argv
-from longctx.config.paths import resolve_recipe, unknown_recipe_message
+from longctx.config.paths import recipes_epilog, resolve_recipe, unknown_recipe_message
 from longctx.config.topology import ConfigError
 from longctx.launch.staging import fetch, missing, missing_message, needs
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m longctx fetch", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m longctx fetch",
+        description="Stage" + __doc__.split("\n\n")[0].split(": stage", 1)[1],
+        epilog=recipes_epilog("python -m longctx fetch llama8b-256k --check"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("recipe", help="a recipe: short name (llama8b-256k), name under recipes/ or path")
     p.add_argument("--check", action="store_true", help="download nothing: list what the cache lacks (exit 1 if any)")
     return p

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from longctx.config.keys import override_values, split_argv
-from longctx.config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
+from longctx.config.paths import REPO_ROOT, own_file, recipes_epilog, resolve_recipe, unknown_recipe_message
 from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port
 from longctx.launch.accelerate_launch import run as run_launch
 
@@ -37,7 +37,12 @@ PROBE_KEYS = frozenset({"model_name_or_path", "model_config_source", "attn_imple
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m longctx probe", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m longctx probe",
+        description=__doc__.split("\n")[0],
+        epilog=recipes_epilog("python -m longctx probe tiny-2k --sp 2"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("recipe", help="a recipe name under recipes/ or a path")
     parser.add_argument("--sp", type=int, help="sequence-parallel size; default 1 on CPU, the recipe's on GPUs")
     parser.add_argument("--ring", type=int, default=1, help="R of a hybrid sp = U x R (Ulysses x ring); default 1")
@@ -63,14 +68,14 @@ def launch_command(args: argparse.Namespace, report_path: Path, port: int) -> li
     """`accelerate launch` of the worker: cpu-sp{N}.yaml over gloo, or N GPUs (one per rank) over NCCL."""
     flags = [f for f, on in (("--no-isolation", args.no_isolation), ("--compare-stock", args.compare_stock)) if on]
     flags += ["--parity"] if args.parity else []
-    config_file, launch_flags = f"accelerate_configs/{cpu_mesh(args.sp, args.ring)}.yaml", []
+    config_file, launch_flags = own_file(f"accelerate_configs/{cpu_mesh(args.sp, args.ring)}.yaml"), []
     flags += ["--ring", str(args.ring)] if args.ring > 1 else []
     if args.device == "cuda":
         config_file = None
         launch_flags = ["--multi_gpu", "--num_processes", str(args.sp), "--num_machines", "1"]
         launch_flags += ["--mixed_precision", "no", "--dynamo_backend", "no"]
         flags += ["--device", "cuda"]
-    worker = ["longctx/leak_probe/worker.py", args.recipe, "--json", str(report_path), *flags]
+    worker = [own_file("longctx/leak_probe/worker.py"), args.recipe, "--json", str(report_path), *flags]
     overrides = ["--", *args.override_argv] if args.override_argv else []
     return accelerate_argv(config_file, [*worker, *overrides], launch_flags, port)
 

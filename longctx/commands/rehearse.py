@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from longctx.config.keys import nearest_key_problems, override_values, split_argv
-from longctx.config.paths import resolve_recipe, unknown_recipe_message
+from longctx.config.paths import recipes_epilog, resolve_recipe, unknown_recipe_message
 from longctx.cpu_rehearsal.derive import SET_BY_REHEARSAL, Derived, derive, raw_recipe
 
 
@@ -54,7 +54,8 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     if config_json is None:
         raise StepFailed(f"no offline config.json for {name!r}: `python -m longctx validate` says where to put one")
     snapshot = config_json.parent
-    corpus = write_sample(work / "data", raw.get("dataset_format", "auto"), int(raw.get("seed", 42)))
+    fmt = "preference" if raw.get("trainer") == "dpo" else raw.get("dataset_format", "auto")
+    corpus = write_sample(work / "data", fmt, int(raw.get("seed", 42)))
     # The stand-in carries the model's stock template, as the real tokenizer does, so the recipe's
     # `chat_template_path` must replace it in data_prep and in the trainer for the rehearsal to pass.
     stock = stock_template(name)
@@ -64,11 +65,12 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     return write_model(work / "model", snapshot, derived.sp, corpus, name, template, derived.ulysses, sensitive)
 
 
-def override_problems(overrides: dict) -> list[str]:
+def override_problems(overrides: dict, trainer: str = "sft") -> list[str]:
     """Unknown keys (with the nearest one) and keys the rehearsal sets itself, each as a line to print."""
     from longctx.config.recipe import recipe_keys
 
-    problems = [p.line() for p in nearest_key_problems(overrides, recipe_keys(), "command line", "check the spelling")]
+    known = recipe_keys(trainer)
+    problems = [p.line() for p in nearest_key_problems(overrides, known, "command line", "check the spelling")]
     own = sorted(set(overrides) & SET_BY_REHEARSAL)
     if own:
         problems.append(
@@ -79,7 +81,12 @@ def override_problems(overrides: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m longctx rehearse", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m longctx rehearse",
+        description=__doc__.split("\n")[0],
+        epilog=recipes_epilog("python -m longctx rehearse llama8b-256k"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("recipe", help="a recipe name under recipes/ or a path")
     parser.add_argument("--workdir", help="where the miniature's files go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
@@ -90,7 +97,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {unknown_recipe_message(args.recipe)}", file=sys.stderr)
         return 2
     overrides = override_values(override_argv)
-    problems = override_problems(overrides)
+    problems = override_problems(overrides, raw_recipe(path, overrides).get("trainer", "sft"))
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 2

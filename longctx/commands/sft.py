@@ -1,4 +1,5 @@
-"""`python -m longctx sft RECIPE` (`make sft`): preflight, the prepared data, then `accelerate launch recipes/sft.py`.
+"""`python -m longctx sft|dpo RECIPE` (`make sft`, `make dpo`): preflight, the prepared data, then the accelerate
+launch of the recipe's entrypoint (`recipes/sft.py`, or `recipes/dpo.py` for a `trainer: dpo` recipe).
 
 The accelerate YAML comes from the recipe's one `accelerate_config` key (or an `--accelerate_config` override),
 so recipe and topology are never typed twice. The launch line is printed (secrets masked) before it runs, so
@@ -13,15 +14,25 @@ import argparse
 import os
 
 from longctx.config.keys import recipe_with_overrides, split_argv
-from longctx.config.paths import REPO_ROOT, resolve_recipe, unknown_recipe_message
+from longctx.config.paths import ENTRYPOINTS, entrypoint, recipes_epilog, resolve_recipe, unknown_recipe_message
 from longctx.config.recipe import RecipeError, exit_on_recipe_error
 from longctx.config.topology import ConfigError, read_topology
 from longctx.launch.accelerate_launch import accelerate_argv, announce, free_port, replace_process, supervised
 from longctx.launch.cluster_env import cluster_machines, consume
 
+# subcommand -> the recipe its help shows; a recipe's `trainer` key names the subcommand that runs it
+EXAMPLE = {"sft": "tiny-2k", "dpo": "tiny-dpo-2k"}
 
-def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m longctx sft", description=__doc__.splitlines()[0])
+
+def make_parser(subcommand: str = "sft") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"python -m longctx {subcommand}",
+        description=__doc__.splitlines()[0],
+        epilog=recipes_epilog(
+            f"python -m longctx {subcommand} {EXAMPLE[subcommand]} -- --max_steps 10 --output_dir outputs/try"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("recipe", help="a recipe: short name (llama8b-256k), name under recipes/ or path")
     p.add_argument("--dry-run", action="store_true", help="print the launch line only: no checks, no data, no run")
     p.add_argument("--no-launch", action="store_true", help="preflight and data only (a job's batch step)")
@@ -32,6 +43,16 @@ def make_parser() -> argparse.ArgumentParser:
     multi.add_argument("--main-process-ip", help="address of the main node")
     multi.add_argument("--main-process-port", type=int, help="rendezvous port on the main node")
     return p
+
+
+def check_trainer(recipe_path, overrides: list[str], subcommand: str) -> None:
+    """`make sft` of a preference recipe (or `make dpo` of an SFT one) stops here, naming the target that runs it."""
+    try:
+        trainer = recipe_with_overrides(recipe_path, overrides).get("trainer", "sft")
+    except ConfigError as exc:
+        raise RecipeError(str(recipe_path), [str(exc)]) from None
+    if trainer != subcommand and trainer in ENTRYPOINTS:
+        raise RecipeError(str(recipe_path), [f"`trainer: {trainer}`: run it with `make {trainer}` (not {subcommand})"])
 
 
 def accelerate_config_of(recipe_path, overrides: list[str]) -> str:
@@ -87,10 +108,10 @@ def machines_flags(args, accel: str) -> list[str]:
     return ["--num_machines", str(wanted), "--machine_rank", str(args.machine_rank)]
 
 
-def launch_argv(args, overrides: list[str], accel: str) -> list[str]:
+def launch_argv(args, overrides: list[str], accel: str, trainer: str = "sft") -> list[str]:
     """The exact `accelerate launch` argv of the recipe on this machine."""
     recipe_path = resolve_recipe(args.recipe)
-    shown_path = os.path.relpath(recipe_path.resolve(), REPO_ROOT)
+    shown_path = os.path.relpath(recipe_path.resolve())  # the launch runs from the recipe's root
     if shown_path.startswith(".."):
         shown_path = str(recipe_path.resolve())
     flags = machines_flags(args, accel)
@@ -99,16 +120,17 @@ def launch_argv(args, overrides: list[str], accel: str) -> list[str]:
         flags += ["--main_process_ip", args.main_process_ip]
     elif not args.dry_run and port is None:
         port = free_port()  # two runs on one host must not meet on accelerate's default port
-    return accelerate_argv(accel, ["recipes/sft.py", "--config", shown_path, *overrides], flags, port)
+    return accelerate_argv(accel, [entrypoint(trainer), "--config", shown_path, *overrides], flags, port)
 
 
-def main(argv: list[str]) -> int:
-    """`sft RECIPE [flags] [-- overrides]`; returns an exit code, or becomes the launch."""
+def main(argv: list[str], subcommand: str = "sft") -> int:
+    """`sft|dpo RECIPE [flags] [-- overrides]`; returns an exit code, or becomes the launch."""
     own, overrides = split_argv(argv)
-    args = make_parser().parse_args(own)
+    args = make_parser(subcommand).parse_args(own)
     try:
         if not resolve_recipe(args.recipe).is_file():
             raise RecipeError(args.recipe, [unknown_recipe_message(args.recipe)])
+        check_trainer(resolve_recipe(args.recipe), overrides, subcommand)
         accel = accelerate_config_of(resolve_recipe(args.recipe), overrides)
         take_cluster_env(args, accel)
         machines_flags(args, accel)  # a machine count other than the YAML's is refused before preflight and data
@@ -118,7 +140,7 @@ def main(argv: list[str]) -> int:
             accel = prepare_launch(args.recipe, overrides, args.num_machines)  # preflight and data, one parse
             if accel is None:
                 return 1
-        cmd = launch_argv(args, overrides, accel)
+        cmd = launch_argv(args, overrides, accel, subcommand)
     except RecipeError as exc:
         exit_on_recipe_error(exc)
     if args.no_launch:

@@ -20,7 +20,7 @@ from longctx.preflight.run import preflight_parser, print_report, run_preflight
 def main(argv: list[str]) -> int:
     ours, overrides = split_argv(argv)
     plan = bool(ours) and ours[0] == "plan"
-    args = preflight_parser().parse_args(ours[1:] if plan else ours)  # exits 2 on a bad flag
+    args = preflight_parser("plan" if plan else "validate").parse_args(ours[1:] if plan else ours)  # 2: bad flag
     if args.all == bool(args.recipe):
         print("error: name one RECIPE, or pass --all", file=sys.stderr)
         return 2

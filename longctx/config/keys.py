@@ -10,16 +10,33 @@ from pathlib import Path
 from longctx.config.problems import Problem, error
 
 
-def nearest_key_problems(mapping, known: set[str], where: str, otherwise: str, prefix: str = "") -> list[Problem]:
-    """One error per unknown key, suggesting the closest valid key when there is a plausible one."""
+def nearest_key_problems(
+    mapping, known: set[str], where: str, otherwise: str, prefix: str = "", home=None
+) -> list[Problem]:
+    """One error per unknown key: where it lives when `home(key)` knows (a key of another file: its accelerate
+    YAML, its DeepSpeed JSON), else the closest valid key when there is a plausible one, else `otherwise`."""
     problems = []
     for key in mapping:
         if key in known:
             continue
+        elsewhere = home(str(key)) if home else None
         close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
-        fix = f"did you mean `{prefix}{close[0]}`?" if close else otherwise
+        fix = elsewhere or (f"did you mean `{prefix}{close[0]}`?" if close else otherwise)
         problems.append(error(where, prefix + str(key), "unknown key", fix))
     return problems
+
+
+def without_keys(argv: list[str], keys: set[str]) -> list[str]:
+    """A command line less the `--key [values...]` of `keys` (and their `--no_key` negations), so the rest can
+    still be parsed and checked when some keys are unknown."""
+    out, skipping = [], False
+    for arg in argv:
+        if arg.startswith("--"):
+            name = arg[2:].split("=", 1)[0]
+            skipping = name in keys or name.removeprefix("no_") in keys
+        if not skipping:
+            out.append(arg)
+    return out
 
 
 def cli_keys(argv: list[str]) -> list[str]:
@@ -34,6 +51,17 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
         i = argv.index("--")
         return argv[:i], argv[i + 1 :]
     return list(argv), []
+
+
+def override_pairs(cli: list[str]) -> list[tuple[str, str | None]]:
+    """(key, first value) of each `--key value` on a command line."""
+    pairs = []
+    for i, arg in enumerate(cli):
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            following = cli[i + 1] if i + 1 < len(cli) and not cli[i + 1].startswith("--") else None
+            pairs.append((name, value if eq else following))
+    return pairs
 
 
 def override_values(argv: list[str]) -> dict[str, str | list[str]]:

@@ -1,7 +1,9 @@
 """Where the repository keeps what every layer reads: recipes, architecture snapshots, configs.
 
-Every path a recipe names (its accelerate YAML, a snapshot, a dataset folder) is relative to the
-repository root, where launches run; this module is the one place that says where that root is.
+Every path a recipe names (its accelerate YAML, a snapshot, a dataset folder) is relative to the root of the
+repository that holds the recipe (`recipe_root`): this one for a shipped recipe, a team's repository for a recipe
+copied there (`python -m longctx cp`). The command line runs every tool from that root, wherever it is typed
+(longctx/cli.py), and launches run there; this module is the one place that says where the roots are.
 """
 
 import os
@@ -22,6 +24,9 @@ ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 # lists them and tests/test_families.py requires a short name for every recipe under recipes/.
 SHORT_NAMES = short_names()
 
+# The entrypoint each kind of recipe (its `trainer` key) runs under `accelerate launch`
+ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py"}
+
 
 def resolve_recipe(name_or_path: str) -> Path:
     """`llama8b-256k`, `llama3.1-8b/sft-256k-sp8`, `recipes/llama3.1-8b/sft-256k-sp8.yaml` and an absolute path:
@@ -29,7 +34,8 @@ def resolve_recipe(name_or_path: str) -> Path:
     name_or_path = SHORT_NAMES.get(name_or_path, name_or_path)
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        return path
+        shipped = REPO_ROOT / path  # `recipes/<model>/<name>.yaml` typed in another folder: this repository's
+        return shipped if not path.exists() and not path.is_absolute() and shipped.is_file() else path
     return RECIPES_DIR / f"{name_or_path}.yaml"
 
 
@@ -70,3 +76,49 @@ def launch_path(path: str | None = None) -> str:
     """
     rest = os.environ.get("PATH", "") if path is None else path
     return os.pathsep.join([str(Path(sys.executable).parent), rest]) if rest else str(Path(sys.executable).parent)
+
+
+def recipe_root(recipe: str | Path) -> Path:
+    """The folder a recipe's relative paths are relative to: the nearest folder above the recipe that holds the
+    accelerate YAML it names (`recipes/<model>/<name>.yaml` beside `accelerate_configs/`), else the folder that
+    holds its `recipes/` folder, else the working folder."""
+    import yaml
+
+    path = Path(recipe).resolve()
+    try:
+        named = (yaml.safe_load(path.read_text()) or {}).get("accelerate_config")
+    except (OSError, yaml.YAMLError, AttributeError):
+        named = None
+    if isinstance(named, str) and not Path(named).is_absolute():
+        found = next((folder for folder in path.parents if (folder / named).is_file()), None)
+        if found is not None:
+            return found
+    if "recipes" in path.parts[:-1]:
+        return Path(*path.parts[: len(path.parts) - 1 - path.parts[::-1].index("recipes", 1)])
+    return Path.cwd()
+
+
+def entrypoint(trainer: str = "sft") -> str:
+    """`recipes/sft.py` (or the recipe's `trainer`'s script) of the working folder (a repository with its own copy),
+    else this repository's, absolute: the script every launch runs, from the recipe's root."""
+    here = Path(ENTRYPOINTS[trainer])
+    return str(here) if here.is_file() else str(REPO_ROOT / here)
+
+
+def own_file(relative: str) -> str:
+    """A file of this repository (a worker script, a CPU accelerate YAML) as a launch from any folder names it."""
+    return relative if Path.cwd().resolve() == REPO_ROOT else str(REPO_ROOT / relative)
+
+
+def recipes_epilog(example: str) -> str:
+    """The end of every recipe subcommand's `--help`: what RECIPE may be (the short names listed) and one example."""
+    import textwrap
+
+    what = (
+        "RECIPE: a short name (recipes/README.md), a name under recipes/ (tiny-llama/sft-2k-cpu-sp2) or a path to "
+        "a recipe YAML, from any folder; recipe overrides (any recipe key) go after `--`. Short names:"
+    )
+    names = textwrap.fill(
+        ", ".join(SHORT_NAMES), 100, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+    )
+    return f"{textwrap.fill(what, 100)}\n{names}\n\nexample:\n  {example}"

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from longctx.config.chat_templates import resolve_chat_template
+from longctx.config.data_keys import column_mapping
 from longctx.config.paths import REPO_ROOT
 
 DATASET = "dataset"  # the `datasets` folder inside a prepared dataset
@@ -35,21 +36,29 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
     find the manifest by its hash, so the two can never disagree on a rule (sp from the accelerate YAML,
     fixed length when batches are padded to max_length).
     """
-    name = recipe.dataset_name
-    local = Path(name) if Path(name).exists() else REPO_ROOT / name
+    inputs, hub = data_source(recipe)
     fixed = (not topo.sp_seq_length_is_variable) or (sft.pad_to_multiple_of == sft.max_length)
     out_dir = Path(recipe.prepared_data_dir)
     # `eval_holdout` (data_prep/eval_split.py): the train and the held-out side are two settings, two manifests;
     # without it the settings (and so every existing manifest) are what they were before the eval split
     split = {"holdout": recipe.eval_holdout, "role": role} if recipe.eval_holdout else {}
     template = resolve_chat_template(sft.chat_template_path)
+    columns = column_mapping(recipe, sft)
+    # `trainer: dpo`: preference pairs (data_prep/preference_rows.py); an SFT recipe's settings stay what they were
+    pairs = (
+        {"objective": "dpo", "prefix_sharing": sft.prefix_sharing}
+        if getattr(recipe, "trainer", "sft") == "dpo"
+        else {}
+    )
     return {
         **split,
+        **pairs,
+        **({"columns": columns} if columns else {}),  # without mapping keys, every existing manifest stays valid
         "tokenizer": _resolve(model.model_name_or_path),
         "max_length": sft.max_length,
         "sp_size": topo.sp_size,
-        "inputs": [str(local)] if local.exists() else [],
-        "hub": None if local.exists() else name,
+        "inputs": inputs,
+        "hub": hub,
         "hub_config": recipe.dataset_config,
         "split": recipe.dataset_train_split,
         "format": recipe.dataset_format,
@@ -59,10 +68,30 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
         "pad_multiple": sft.pad_to_multiple_of if sft.pad_to_multiple_of and not fixed else 1,
         "fixed_length": fixed,
         "seed": sft.seed,
-        "output_dir": str(out_dir if out_dir.is_absolute() else REPO_ROOT / out_dir),
+        "output_dir": str(out_dir if out_dir.is_absolute() else Path.cwd() / out_dir),  # the recipe's root
         # the template that replaces the tokenizer's (`chat_template_path`): its masks are the data's
         "chat_template": str(template) if template else None,
     }
+
+
+def data_source(recipe) -> tuple[list[str], str | None]:
+    """(local inputs, Hub dataset): `data_files` (files, folders, globs) when set, else `dataset_name` as a local
+    path when one exists (relative to the working folder, then the repository), else as a Hub id."""
+    if getattr(recipe, "data_files", None):
+        return [_local(f) for f in recipe.data_files], None
+    name = recipe.dataset_name
+    local = Path(name) if Path(name).exists() else REPO_ROOT / name
+    return ([str(local)], None) if local.exists() else ([], name)
+
+
+def _local(spec: str) -> str:
+    """A data file, folder or glob as an absolute spelling (a glob stays a glob), so every rank reads the same."""
+    path = Path(spec)
+    if path.is_absolute():
+        return spec
+    if not path.exists() and (REPO_ROOT / spec).exists():
+        return str(REPO_ROOT / spec)
+    return str(Path.cwd() / spec)
 
 
 def settings_key(settings: dict) -> str:
@@ -138,6 +167,22 @@ def _nearest_differences(settings: dict, recipe: str) -> str:
     return f" (prepared before with: {'; '.join(notes)})" if notes else ""
 
 
+def prepare_command(recipe: str) -> str:
+    """The command that prepares the recipe's data where the run is: `make data` in this repository (its Makefile),
+    the command line in any other folder where it is installed, or how to get it in a copy without it."""
+    import importlib.util
+
+    here = Path.cwd().resolve()
+    if here == REPO_ROOT and (here / "Makefile").is_file():
+        return f"`make data RECIPE={recipe}` (`make sft` runs it for you)"
+    if importlib.util.find_spec("longctx.commands") is not None:
+        return f"`python -m longctx data {recipe}` (`python -m longctx sft {recipe}` runs it for you)"
+    return (
+        f"`python -m longctx data {recipe}` here, with the longctx command line installed from its repository "
+        "(`pip install -e PATH_TO_LONGCTX`)"
+    )
+
+
 def find_prepared(settings: dict, recipe: str) -> Path:
     """The dataset folder the manifest names for these settings, after checking it still matches; no network.
 
@@ -145,7 +190,7 @@ def find_prepared(settings: dict, recipe: str) -> Path:
     folder is not, since listing a folder the way data_prep does is data_prep's job).
     """
     path = manifest_path(settings)
-    rebuild = f"run `make data RECIPE={recipe}` (`make sft` runs it for you)"
+    rebuild = f"run {prepare_command(recipe)}"
     if not path.is_file():
         raise ManifestError(
             f"no prepared dataset for this recipe's data settings{_nearest_differences(settings, recipe)}; {rebuild}"

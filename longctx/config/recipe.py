@@ -15,7 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
-from longctx.config.keys import cli_keys, nearest_key_problems
+from longctx.config.data_keys import DataSourceArguments
+from longctx.config.keys import cli_keys, without_keys
 from longctx.config.paths import repo_path
 from longctx.config.problems import Problem, error
 from longctx.config.rules import recipe_problems
@@ -38,9 +39,17 @@ def _script_arguments_base():
 
 
 @dataclass
-class RecipeArguments(_script_arguments_base()):
-    """Recipe keys that TRL's dataclasses lack: the topology the recipe runs on and how the model starts."""
+class RecipeArguments(_script_arguments_base(), DataSourceArguments):
+    """Recipe keys that TRL's dataclasses lack: the topology the recipe runs on, how the model starts, and how a
+    user's data maps onto the formats (longctx/config/data_keys.py)."""
 
+    trainer: Literal["sft", "dpo"] = field(
+        default="sft",
+        metadata={
+            "help": "`sft`: supervised fine-tuning (`make sft`, TRL's SFTConfig keys); `dpo`: preference training "
+            "(`make dpo`, TRL's DPOConfig keys plus longctx/config/preference.py's). Picks the recipe's key set."
+        },
+    )
     accelerate_config: str | None = field(
         default=None,
         metadata={
@@ -84,6 +93,9 @@ class RecipeArguments(_script_arguments_base()):
     )
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
     config_source: str = field(default="command line", init=False, repr=False)
+    # Set by parse_values too: the keys the recipe file or the command line set, as opposed to defaults, so a
+    # rule can refuse a TRL key the user set that data_prep cannot honour (longctx/config/rules/data_keys.py).
+    explicit_keys: frozenset = field(default=frozenset(), init=False, repr=False)
 
     # ---- data preparation (data_prep/, `make data`): checked by rules.prepared_data.prepared_data_problems
     prepare_data: Literal["off", "packed", "unpacked"] = field(
@@ -155,17 +167,44 @@ class RecipeArguments(_script_arguments_base()):
     )
 
 
-def make_parser():
-    from trl import ModelConfig, SFTConfig, TrlParser
-
-    return TrlParser((RecipeArguments, SFTConfig, ModelConfig))
+TRAINERS = ("sft", "dpo")
 
 
-def recipe_keys() -> set[str]:
+def training_config_class(trainer: str = "sft"):
+    """The TRL config dataclass a recipe's training keys parse into: SFTConfig, or for `trainer: dpo` TRL's
+    DPOConfig with this repository's preference keys (longctx/config/preference.py)."""
+    if trainer == "dpo":
+        from longctx.config.preference import PreferenceConfig
+
+        return PreferenceConfig
+    from trl import SFTConfig
+
+    return SFTConfig
+
+
+def trainer_of(values: dict, cli: list[str] = ()) -> str:
+    """The recipe's `trainer` (the command line's `--trainer X` wins), read before parsing: it picks the key set."""
+    cli = list(cli)
+    for i, arg in enumerate(cli):
+        if arg == "--trainer" and i + 1 < len(cli):
+            return cli[i + 1]
+        if arg.startswith("--trainer="):
+            return arg.split("=", 1)[1]
+    value = values.get("trainer", "sft")
+    return value if value in TRAINERS else "sft"  # an unknown value: argparse names the choices
+
+
+def make_parser(trainer: str = "sft"):
+    from trl import ModelConfig, TrlParser
+
+    return TrlParser((RecipeArguments, training_config_class(trainer), ModelConfig))
+
+
+def recipe_keys(trainer: str = "sft") -> set[str]:
     """Every key a recipe may hold: the fields of the entrypoint's three dataclasses, plus TRL's `env`."""
-    from trl import ModelConfig, SFTConfig
+    from trl import ModelConfig
 
-    classes = (RecipeArguments, SFTConfig, ModelConfig)
+    classes = (RecipeArguments, training_config_class(trainer), ModelConfig)
     return {f.name for cls in classes for f in dataclasses.fields(cls) if f.init} | {"env"}
 
 
@@ -200,7 +239,7 @@ def parse_values(values: dict, cli: list[str], source: str):
     values = dict(values)
     values.pop("env", None)
     bf16_deferred = gpu_precision_without_gpu(values, cli)
-    parser = make_parser()
+    parser = make_parser(trainer_of(values, cli))
     parser.set_defaults_with_config(**values)
     stderr = io.StringIO()
     try:
@@ -220,7 +259,20 @@ def parse_values(values: dict, cli: list[str], source: str):
     if recipe.prepare_data is False:  # YAML reads a bare `off` as false
         recipe.prepare_data = "off"
     recipe.config_source = source
+    recipe.explicit_keys = frozenset(values) | frozenset(cli_keys(cli))
     return recipe, sft, model
+
+
+def unknown_key_problems(values: dict, cli: list[str], source: str, trainer: str = "sft"):
+    """The recipe's and the command line's unknown keys (longctx/config/key_homes.py names another file's)."""
+    from longctx.config.key_homes import unknown_keys
+
+    return unknown_keys(values, cli, source, recipe_keys(trainer))
+
+
+def command_line_overrides(argv: list[str]) -> list[str]:
+    """An entrypoint's argv less `--config FILE`: the keys the command line set over the recipe."""
+    return [a for i, a in enumerate(argv) if a != "--config" and (i == 0 or argv[i - 1] != "--config")]
 
 
 def parse_recipe(argv: list[str]):
@@ -230,23 +282,41 @@ def parse_recipe(argv: list[str]):
     """
     argv = list(argv)
     source = argv[argv.index("--config") + 1] if "--config" in argv else "command line"
-    cli = [a for i, a in enumerate(argv) if a != "--config" and (i == 0 or argv[i - 1] != "--config")]
+    cli = command_line_overrides(argv)
     try:
         values = load_yaml_mapping(source) if source != "command line" else {}
     except ConfigError as exc:
         raise RecipeError(source, [str(exc)]) from None
-    known = recipe_keys()
-    problems = nearest_key_problems(values, known, source, "remove it, or check the spelling against `--help`")
-    problems += nearest_key_problems(cli_keys(cli), known, "command line", "check the spelling against `--help`")
-    if problems:
-        raise RecipeError(source, problems)
+    trainer = trainer_of(values, cli)
+    unknown = unknown_key_problems(values, cli, source, trainer)
     for key, value in (values.get("env") or {}).items():  # TRL's `env` key, as TrlParser applies it
         os.environ[key] = str(value)
-    recipe, sft, model = parse_values(values, cli, source)
-    errors = [p for p in check_recipe(recipe, sft, model, source) if p.severity == "error"]
+    known = recipe_keys(trainer)  # every problem at once: the unknown keys are dropped and the rest still checked
+    cli = without_keys(cli, {p.key for p in unknown})
+    parsed, bad_values = parse_collecting({k: v for k, v in values.items() if k in known or k == "env"}, cli, source)
+    if parsed is None:
+        raise RecipeError(source, unknown + bad_values)
+    recipe, sft, model = parsed
+    errors = unknown + bad_values + [p for p in check_recipe(recipe, sft, model, source) if p.severity == "error"]
     if errors:
         raise RecipeError(source, errors)
     return recipe, sft, model
+
+
+def parse_collecting(values: dict, cli: list[str], source: str):
+    """((recipe, sft, model) or None, problems): a value the parser rejects is reported and dropped, and the rest
+    parsed again, so one bad value does not hide the rules' findings on everything else."""
+    problems = []
+    for _ in range(len(values) + len(cli) + 1):
+        try:
+            return parse_values(values, cli, source), problems
+        except RecipeError as exc:
+            problems += exc.problems
+            keys = {p.key for p in exc.problems if isinstance(p, Problem)}
+            if not keys & (set(cli_keys(cli)) | set(values)):
+                return None, problems
+            cli, values = without_keys(cli, keys), {k: v for k, v in values.items() if k not in keys}
+    return None, problems
 
 
 def recipe_topology(recipe: RecipeArguments) -> Topology:

@@ -15,6 +15,7 @@ from longctx.config.topology import load_yaml_mapping
 MAX_PROCESSES = 4  # what a 2-core CI machine runs in reasonable time
 LENGTH = 256  # tokens per sequence: several documents per packed row, seconds per step
 STEPS, SAVE_AT = 3, 2  # checkpoint at step 2, resume from it, finish at step 3
+HOLDOUT = 6  # rows of the 40-row sample held out when the recipe holds some out (`eval_holdout`)
 KEEP = 2  # sp and dp shrink to 2 before the other one does: an sp x dp recipe rehearses at sp=2 x dp=2
 
 
@@ -133,7 +134,9 @@ def sized(work: Path) -> dict:
 # Recipe overrides the rehearsal refuses: it sets these itself (a CPU cannot run the real value, or the value
 # is the miniature's size or folder), so an override would change nothing or break the rehearsal.
 SET_BY_REHEARSAL = (
-    frozenset(SET_FOR_CPU) | frozenset(sized(Path("."))) | {"pad_to_multiple_of", "allow_unproven_attention"}
+    frozenset(SET_FOR_CPU)
+    | frozenset(sized(Path(".")))
+    | {"pad_to_multiple_of", "allow_unproven_attention", "eval_holdout", "eval_steps"}
 )
 
 
@@ -149,6 +152,9 @@ def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
             "(torch's varlen FlashAttention kernel, which a GPU run uses, is CUDA only)"
         )
     out.update(sized(work))
+    if raw.get("eval_holdout"):  # the sample's 40 rows: hold out a few, evaluated at the last step
+        out.update(eval_holdout=HOLDOUT, eval_steps=STEPS)
+        notes.append(f"eval: {HOLDOUT} rows held out (was {raw['eval_holdout']}), evaluated at step {STEPS}")
     if sp > 1:  # gloo needs one shape on every rank (longctx.config.recipe's rule for sp>1 on CPU)
         out["pad_to_multiple_of"] = LENGTH
     notes.append(

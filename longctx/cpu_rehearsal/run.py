@@ -2,7 +2,8 @@
 
 preflight  `python -m longctx validate <rehearsal recipe> --this-machine`, as `make sft` runs it
 prepare    `python -m longctx data <rehearsal recipe>`: the recipe's format, policy, mode, alignment
-train      `accelerate launch --config_file <rehearsal accelerate YAML> recipes/sft.py --config ...` (built by
+train      `accelerate launch --config_file <rehearsal accelerate YAML> recipes/sft.py --config ...` (recipes/dpo.py
+           for a `trainer: dpo` recipe; built by
            longctx/launch/, the mesh read back from the run), checkpoint at step SAVE_AT, final model at step STEPS
 resume     the same launch with --resume_from_checkpoint <checkpoint>: step STEPS must repeat its loss
 load       the final model (or LoRA adapter) back as `make eval` loads it, with the rope it trained with
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from longctx.config.paths import REPO_ROOT
+from longctx.config.paths import REPO_ROOT, entrypoint
 from longctx.cpu_rehearsal.derive import SAVE_AT, STEPS, Derived
 from longctx.launch.accelerate_launch import accelerate_argv, free_port, read_mesh, run
 from longctx.preflight.checks.toolchain import uses_cpu_adam
@@ -59,7 +60,8 @@ def write_files(derived: Derived, work: Path, name: str = "") -> Path:
 
 
 def launch(name: str, derived: Derived, recipe: Path, *extra: str) -> str:
-    target = ["recipes/sft.py", "--config", str(recipe), *extra]
+    trainer = derived.recipe.get("trainer", "sft")  # recipes/dpo.py for a preference recipe
+    target = [entrypoint(trainer), "--config", str(recipe), *extra]
     out = command(name, accelerate_argv(derived.recipe["accelerate_config"], target, port=free_port()))
     mesh = read_mesh(out)
     if mesh is None or (mesh.sp, mesh.world) != (derived.sp, derived.sp * derived.dp):

@@ -2,7 +2,9 @@
 
 `messages`: conversations as LongAlign-10k has them (a `messages` list of user/assistant turns, some with
 two turns, so masks cover more than one answer); `text`: a `text` column as PG-19 has it, some documents longer
-than the rehearsal's max_length so the split policy runs; `prompt_completion`: `prompt` and `completion`.
+than the rehearsal's max_length so the split policy runs; `prompt_completion`: `prompt` and `completion`;
+`preference` (a `trainer: dpo` recipe): conversational pairs as the DPO recipes stage LongReward-10k
+(data_prep/longreward.py: a user turn with the document and question, the better and the worse answer).
 Lengths vary from a few dozen tokens to beyond max_length, so packing, padding and the long-document
 policy all have work to do.
 """
@@ -30,7 +32,19 @@ def conversation(rng: random.Random) -> list[dict]:
     return turns
 
 
+def pair(rng: random.Random) -> dict:
+    key, wrong = (str(rng.randrange(10_000, 100_000)) for _ in range(2))
+    user = haystack(rng, rng.randint(2, 12), key) + "\n\nWhat is the pass key?"
+    return {
+        "prompt": [{"role": "user", "content": user}],
+        "chosen": [{"role": "assistant", "content": f"The pass key is {key}."}],
+        "rejected": [{"role": "assistant", "content": f"It is {wrong}. {filler_sentence(rng)}"}],
+    }
+
+
 def row(fmt: str, rng: random.Random) -> dict:
+    if fmt == "preference":
+        return pair(rng)
     if fmt == "messages":
         return {"messages": conversation(rng)}
     if fmt == "prompt_completion":
@@ -41,7 +55,7 @@ def row(fmt: str, rng: random.Random) -> dict:
 
 def write_sample(folder: Path, fmt: str, seed: int) -> list[str]:
     """Write `train.jsonl` under `folder`; returns the rows' texts (the stand-in tokenizer's training corpus)."""
-    if fmt not in ("messages", "text", "prompt_completion"):
+    if fmt not in ("messages", "text", "prompt_completion", "preference"):
         fmt = "text"  # `auto` reads the columns: text rows are what an unnamed format most often is
     rng = random.Random(seed)
     rows = [row(fmt, rng) for _ in range(ROWS)]

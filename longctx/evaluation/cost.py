@@ -51,6 +51,7 @@ def grid_cost(recipe: str, overrides: list[str], lengths: list[int], per_length:
         "plan_gib": plan["total_gib"] if plan else None,
         "world": world,
         "mfu": ASSUMED_MFU,
+        "device": "cpu" if launch.sft.use_cpu else "gpu",  # the recipe's own device, as the run uses it
     }
 
 
@@ -58,6 +59,12 @@ def cost_line(cost: dict | None) -> str:
     if cost is None:
         return "[eval] cost: unavailable (no offline model config for this recipe)"
     memory = f"<= {cost['plan_gib']:.1f} GiB per rank (the training step's plan)" if cost["plan_gib"] else "n/a"
+    if cost.get("device") == "cpu":  # no peak FLOP rate to assume for a CPU; the run measures its own time
+        return (
+            f"[eval] cost estimate: {cost['examples']} forwards, {cost['pflop'] * 1e3:,.3g} TFLOP on "
+            f"{cost['world']} CPU processes (the recipe's device; no time estimate: a run prints its measured "
+            f"seconds per example); memory {memory.replace('per rank', 'of RAM per process')}"
+        )
     return (
         f"[eval] cost estimate: {cost['examples']} forwards, {cost['pflop']:,.0f} PFLOP; at an assumed "
         f"{cost['mfu']:.0%} MFU of {DEFAULT_PEAK / 1e12:.0f} TFLOP/s on {cost['world']} GPUs: "

@@ -12,7 +12,15 @@ MIN_LENGTH = 256  # the longest task (four-value needles plus question) needs ~2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m longctx eval", description=__doc__.splitlines()[0])
+    from longctx.config.paths import recipes_epilog
+
+    p = argparse.ArgumentParser(
+        prog="python -m longctx eval",
+        description="Long-context retrieval eval (passkey, multi-key) of a model on the recipe's mesh, after "
+        "preflight: a table, results.json and heatmap.png under --out.",
+        epilog=recipes_epilog("python -m longctx eval tiny-2k --checkpoint outputs/tiny-llama/sft-2k-cpu-sp2"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("recipe", help="a recipe name under recipes/ (tiny-llama/sft-2k-cpu-sp2) or a path")
     p.add_argument("--checkpoint", help="model folder to score (default: the recipe's starting model)")
     p.add_argument("--out", help="output folder (default outputs/eval/<recipe>[-<checkpoint name>])")
@@ -28,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str]):
     """(args, recipe overrides); fills the recipe's path, default lengths and output folder."""
-    from longctx.config.paths import REPO_ROOT, resolve_recipe
+    from longctx.config.paths import resolve_recipe
 
     own, overrides = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     args = build_parser().parse_args(own)
@@ -36,7 +44,7 @@ def parse_args(argv: list[str]):
     if args.out is None:
         name = args.recipe.removesuffix(".yaml").replace("/", "_")
         tail = f"-{os.path.basename(os.path.normpath(args.checkpoint))}" if args.checkpoint else "-start"
-        args.out = str(REPO_ROOT / "outputs" / "eval" / f"{name}{tail}")
+        args.out = os.path.abspath(os.path.join("outputs", "eval", f"{name}{tail}"))  # under the recipe's root
     bad = [d for d in args.depths if not 0 <= d <= 1]
     if bad or args.samples < 1:
         build_parser().error(f"depths must lie in [0, 1] (got {bad}) and --samples must be >= 1")

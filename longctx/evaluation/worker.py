@@ -47,8 +47,10 @@ def prepare_for_mesh(model, recipe, sft):
 
     from longctx.training.layers.linear_attention import enable_linear_attention_sp, lift_accelerate_refusal
     from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
+    from longctx.training.sequence_parallel.layer_shapes import fit_ulysses_to_layer_shapes
 
     keep_sp_in_eval()  # before accelerate registers Ulysses attention
+    fit_ulysses_to_layer_shapes()  # Gemma 4: each layer split by its own heads, as in training
     # Gated DeltaNet layers (Qwen3.5) sharded by head as in training; accelerate refuses any other recurrent layer
     lift_accelerate_refusal()
     linear_line = enable_linear_attention_sp(model, recipe, recipe_topology(recipe).sp_size)

@@ -20,8 +20,9 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-from longctx.config.paths import REPO_ROOT, launch_path
+from longctx.config.paths import launch_path
 from longctx.training.credentials import redact_argv
 
 ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
@@ -72,19 +73,47 @@ def runtime_env(offline: bool, base: dict | None = None) -> dict:
     return {**env, **OFFLINE} if offline else env
 
 
+def quiet_env(argv: list[str], env: dict) -> dict:
+    """Defaults that stop two warnings nobody can act on, without changing what runs (a value the user set wins):
+    `OMP_NUM_THREADS=1` where a machine starts several processes (what torchrun sets anyway, after a banner) and
+    `DS_ACCELERATOR=cpu` for a recipe with `use_cpu` (what DeepSpeed picks anyway, after a warning per process)."""
+    import yaml
+
+    from longctx.config.keys import recipe_with_overrides
+    from longctx.config.topology import ConfigError
+
+    env = dict(env)
+    if "--config_file" in argv:
+        try:
+            accel = yaml.safe_load(Path(argv[argv.index("--config_file") + 1]).read_text()) or {}
+        except (OSError, yaml.YAMLError, IndexError):
+            accel = {}
+        per_machine = int(accel.get("num_processes") or 1) // max(int(accel.get("num_machines") or 1), 1)
+        if per_machine > 1:
+            env.setdefault("OMP_NUM_THREADS", "1")
+    if "--config" in argv:
+        at = argv.index("--config")
+        try:
+            use_cpu = recipe_with_overrides(argv[at + 1], argv[at + 2 :]).get("use_cpu")
+        except (ConfigError, OSError, IndexError):
+            use_cpu = None
+        if str(use_cpu).lower() == "true":
+            env.setdefault("DS_ACCELERATOR", "cpu")
+    return env
+
+
 def run(argv: list[str], offline: bool, capture: bool = False, timeout: float | None = None, env=None):
-    """Start the launch from the repository root (where recipes name their files) and wait for it."""
-    env = runtime_env(offline, env)
-    return subprocess.run(
-        argv, cwd=REPO_ROOT, env=env, capture_output=capture, text=True, timeout=timeout, check=False
-    )
+    """Start the launch from the working folder, the recipe's root (longctx/commands/workdir.py moved there), and
+    wait for it."""
+    env = quiet_env(argv, runtime_env(offline, env))
+    return subprocess.run(argv, env=env, capture_output=capture, text=True, timeout=timeout, check=False)
 
 
 def replace_process(argv: list[str], offline: bool = False) -> None:
-    """Become the launch (no parent left waiting: signals reach accelerate directly); never returns."""
-    os.chdir(REPO_ROOT)
+    """Become the launch (no parent left waiting: signals reach accelerate directly), in the working folder (the
+    recipe's root); never returns."""
     sys.stdout.flush()
-    os.execve(argv[0], argv, runtime_env(offline))
+    os.execve(argv[0], argv, quiet_env(argv, runtime_env(offline)))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ cache hit the child only reads the manifest's key; a miss tokenizes and packs be
 import subprocess
 import sys
 
-from longctx.config.paths import REPO_ROOT, display_path
+from longctx.config.paths import display_path
 from longctx.config.recipe import RecipeError
 
 
@@ -34,7 +34,7 @@ def prepare_data(launch, recipe: str, overrides: list[str]) -> None:
     if launch.recipe.prepare_data == "off":
         return
     cmd = data_prep_argv(recipe, ["--skip-if-off"], overrides)
-    if subprocess.run(cmd, cwd=REPO_ROOT, check=False).returncode != 0:
+    if subprocess.run(cmd, check=False).returncode != 0:  # from the recipe's root, as the launch
         raise RecipeError(launch.source, ["data preparation failed (its error is printed above)"])
 
 

@@ -41,6 +41,7 @@ class MemoryPlan:
     fragmentation: float
     host_per_node: float
     saved_attention: float = 0.0  # selective checkpointing's kept attention outputs (terms.saved_attention)
+    reference_model: float = 0.0  # DPO with a frozen reference model (terms.reference_model)
     host_rows: tuple[tuple[str, float], ...] = ()  # host terms per node (GiB), longctx/memory_plan/host.py
 
     @property
@@ -55,7 +56,9 @@ class MemoryPlan:
         layer = mixer + self.mlp + self.hidden_states
         out = []
         for f in fields(self):
-            if f.name.startswith("host_") or (f.name == "saved_attention" and not self.saved_attention):
+            if f.name.startswith("host_") or (
+                f.name in ("saved_attention", "reference_model") and not getattr(self, f.name)
+            ):
                 continue
             value = getattr(self, f.name)
             if f.name in ("attention", "linear_attention") and value < mixer:
@@ -66,6 +69,42 @@ class MemoryPlan:
                 value = 0.0
             out.append((f.name, value))
         return out
+
+    def zero_reasons(self) -> dict[str, str]:
+        """Why each row that `rows` shows as 0.00 is zero, for the plan's table: a term not counted (the larger of
+        two working sets that never coexist counts) is not a term that costs nothing."""
+        mixer = max(self.attention, self.linear_attention)
+        layer = mixer + self.mlp + self.hidden_states
+        reasons = {}
+        for name, value in self.rows():
+            raw = getattr(self, name)
+            if value or not raw and name not in WHY_ZERO:
+                continue
+            head, layer_shown = shown(self.lm_head), shown(layer)
+            if name in ("attention", "linear_attention") and raw and raw < mixer and self.lm_head <= layer:
+                larger = shown(mixer)
+                reasons[name] = f"{shown(raw)} not counted: a layer runs one token mixer; the larger, {larger}, counts"
+            elif name in ("attention", "linear_attention", "mlp", "hidden_states", "lm_head") and raw:
+                both = f"one layer ({layer_shown} in all) and the loss head ({head}) never coexist; the larger counts"
+                reasons[name] = f"{shown(raw)} not counted: {both}"
+            elif not raw:
+                reasons[name] = WHY_ZERO[name]
+        return reasons
+
+
+def shown(gib: float) -> str:
+    """GiB as the plan prints them: two decimals, and `<0.01` for a term too small for them (a tiny model's)."""
+    return "<0.01" if 0 < gib < 0.005 else f"{gib:.2f}"
+
+
+WHY_ZERO = {  # rows that are 0 by the recipe's settings
+    "attention": "no softmax attention layers",
+    "linear_attention": "no linear-attention layers",
+    "gathered_params": "no ZeRO-3 gathering",
+    "checkpoints": "no activation checkpoints kept on the GPU",
+    "packed_mask": "no [s, s] mask: documents are isolated at their starts, or rows are unpacked",
+    "comm_buffers": "no SP all-to-all and no reduce bucket",
+}
 
 
 def estimate(
@@ -98,6 +137,7 @@ def estimate(
     selective_ckpt: bool = False,
     offload_ratio: float = 1.0,
     ring: int = 1,
+    reference: str = "none",
 ) -> MemoryPlan:
     """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
 
@@ -111,6 +151,7 @@ def estimate(
     `offload_ratio`: DeepSpeed's `offload_optimizer.ratio` (ZeRO-3 partial offload): the optimizer sub-groups kept on
     the GPU count there (terms.model_states), the rest on the host (longctx/memory_plan/host.py).
     `ring`: R of hybrid SP (sp = U x R): attention holds seq / R tokens of H / U heads, plus the ring's buffers.
+    `reference`: a DPO recipe's `reference_log_probs` (terms.reference_model); a DPO row is planned as one sequence.
     """
     arch = Arch.from_config(arch_config)
     s = micro_batch * math.ceil(seq_len / sp)
@@ -155,6 +196,7 @@ def estimate(
         fragmentation=transient * FRAGMENTATION / GIB,
         host_per_node=sum(value for _, value in host_rows),
         saved_attention=kept / GIB,
+        reference_model=terms.reference_model(arch, num_gpus, zero_stage, reference) / GIB,
         host_rows=host_rows,
     )
 

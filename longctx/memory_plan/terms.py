@@ -68,6 +68,16 @@ def model_states(arch: Arch, num_gpus: int, zero_stage: int, offload_optimizer: 
     return states
 
 
+def reference_model(arch: Arch, num_gpus: int, zero_stage: int, source: str) -> float:
+    """DPO's reference (longctx/config/preference.py `reference_log_probs`): `frozen_model` keeps a second copy of
+    the bf16 weights, sharded over every GPU by ZeRO-3 (TRL's `prepare_deepspeed` inference engine; whole under
+    stage 2, which the recipe rules refuse); `precomputed` (a no-grad pass before training), `adapter_disabled`
+    (the policy's own weights) and `none` keep nothing."""
+    if source != "frozen_model":
+        return 0.0
+    return BF16 * arch.params / (num_gpus if zero_stage == 3 else 1)
+
+
 def gathered_params(arch: Arch, zero_stage: int, prefetch_elems: float) -> float:
     """ZeRO-3 gathers one layer's bf16 weights while it runs and prefetches up to `stage3_prefetch_bucket_size`
     elements of the next; the LM head is gathered whole for TRL's fused head. Stage 2 holds them already."""
@@ -82,11 +92,13 @@ def checkpoints(arch: Arch, s: int, grad_ckpt: bool, act_offload: bool, kernels:
     they live in host memory; two layers' worth stay on the GPU (the one in recompute and the one in transfer).
     Without checkpointing every layer keeps its saved tensors (Llama layer: the norm inputs and outputs, q, k,
     v, the attention output, gate, up, act(gate) and their product)."""
+    per_layer_input = arch.shapes.per_layer_input if arch.shapes else 0  # Gemma 4's PLE: each layer's input too
     if not grad_ckpt:
-        kv = arch.kv_heads * arch.head_dim
-        return arch.layers * s * BF16 * (6 * arch.hidden + 2 * kv + 4 * arch.active_intermediate)
+        kv = arch.kv_width
+        width = 6 * arch.hidden + 2 * kv + 4 * arch.active_intermediate + per_layer_input
+        return arch.layers * s * BF16 * width
     kept = min(2, arch.layers) if act_offload else arch.layers
-    return (kept + copies(kernels)["tail"]) * s * arch.hidden * BF16
+    return ((kept + copies(kernels)["tail"]) * arch.hidden + kept * per_layer_input) * s * BF16
 
 
 def copies(kernels: str) -> dict:
@@ -107,8 +119,7 @@ def attention(arch: Arch, seq: int, sp: int, backend: str = "sdpa", ring: int = 
     Hybrid SP (sp = U x R, `ring` = R): the all-to-all runs over U ranks, leaving seq / R tokens of H / U query
     heads, and the ring adds `ring_buffers`."""
     ulysses = sp // ring
-    q_heads, kv_heads = arch.heads / ulysses, max(arch.kv_heads / ulysses, 1)
-    width = (2 * q_heads + 2 * kv_heads) * arch.head_dim
+    width = arch.attention_width(ulysses)  # the widest layer's (Gemma 4: its global layers')
     copies = (FLASH_ATTENTION_COPIES if backend == "flash" else ATTENTION_COPIES) + (
         ALL_TO_ALL_COPIES if ulysses > 1 else 0
     )
@@ -190,4 +201,4 @@ def saved_attention(arch: Arch, s: int, selective: bool) -> float:
     Measured on CPU against this formula in tests/test_selective_checkpointing.py."""
     if not selective:
         return 0.0
-    return arch.layers * s * arch.heads * (BF16 * arch.head_dim + 4)
+    return arch.layers * s * (BF16 * arch.query_width + 4 * arch.heads)

@@ -9,10 +9,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from longctx.config.keys import cli_keys, nearest_key_problems
+from longctx.config.keys import cli_keys, without_keys
 from longctx.config.paths import display_path, recipe_names, repo_path, resolve_recipe
 from longctx.config.problems import Problem, error
-from longctx.config.recipe import RecipeError, parse_values, recipe_keys
+from longctx.config.recipe import parse_collecting, recipe_keys, trainer_of, unknown_key_problems
 from longctx.config.topology import ConfigError, Topology, load_yaml_mapping, read_topology
 from longctx.preflight.facts import ModelFacts, recipe_facts
 
@@ -73,17 +73,16 @@ def load_recipe(launch: Launch, path: Path, overrides: list[str]) -> None:
     except ConfigError as exc:
         launch.problems.append(error(launch.source, "recipe", str(exc), "pass a recipe name under recipes/ or a path"))
         return
-    known = recipe_keys()
-    launch.problems += nearest_key_problems(values, known, launch.source, "run `python recipes/sft.py --help`")
-    unknown_cli = nearest_key_problems(cli_keys(overrides), known, "command line", "check the spelling against --help")
-    launch.problems += unknown_cli
-    launch.raw = dict(values)
-    if unknown_cli:  # argparse would stop at the first one; the file's keys are reported above
-        return
-    try:
-        parsed = parse_values({k: v for k, v in values.items() if k in known}, overrides, launch.source)
-    except RecipeError as exc:
-        launch.problems += [p for p in exc.problems if isinstance(p, Problem)]
+    trainer = trainer_of(values, overrides)
+    known = recipe_keys(trainer)
+    unknown = unknown_key_problems(values, overrides, launch.source, trainer)
+    launch.problems += unknown
+    launch.raw = {k: v for k, v in values.items() if k in known or k == "env"}
+    # every problem at once: argparse would stop at the first unknown flag, so they are dropped and the rest parsed
+    overrides = without_keys(overrides, {p.key for p in unknown})
+    parsed, bad_values = parse_collecting({k: v for k, v in values.items() if k in known}, overrides, launch.source)
+    launch.problems += [p for p in bad_values if isinstance(p, Problem)]
+    if parsed is None:
         return
     launch.recipe, launch.sft, launch.model = parsed
     for key in cli_keys(overrides):  # what the command line set, as the dataclasses typed it

@@ -2,6 +2,7 @@
 
 import os
 
+from longctx.preflight.checks.host_fit import UNKNOWN_RAM_WARN_GIB
 from longctx.preflight.load import Launch
 
 
@@ -50,5 +51,8 @@ def resolve_machine(launch: Launch, args) -> list[str]:
     if m.gpu_memory_gb is None and m.gpu_memory_gib is None:
         notes.append("GPU memory unknown (none visible, no --gpu-memory-gb): the memory-fit check was skipped")
     if m.host_memory_gib is None:
-        notes.append("host memory unknown (no --host-memory-gb, no --this-machine): the host-fit check was skipped")
+        notes.append(
+            "host memory unknown (no --host-memory-gb, no --this-machine): the host plan is not checked against a "
+            f"node's RAM (a need above {UNKNOWN_RAM_WARN_GIB:.0f} GiB is warned)"
+        )
     return notes

@@ -70,6 +70,7 @@ def plan_options(launch) -> dict:
         "pin_memory": bool(offload_setting(launch, "pin_memory", True)),
         "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
         "offload_ratio": float(offload_setting(launch, "ratio", 1.0)),
+        "reference": getattr(sft, "reference_log_probs", "none"),  # DPO recipes: where the reference comes from
     }
 
 

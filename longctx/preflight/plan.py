@@ -4,7 +4,7 @@ Needs no GPU: the memory plan is analytic (longctx/memory_plan/estimate.py), and
 from it for the GPU given by --gpu-memory-gb (or the visible one; 80 GB when neither is known).
 """
 
-from longctx.memory_plan.estimate import estimate, max_seq_len
+from longctx.memory_plan.estimate import estimate, max_seq_len, shown
 from longctx.memory_plan.gpus import torch_gib
 from longctx.preflight.facts import position_range
 from longctx.preflight.options import gpu_gib, plan_options
@@ -43,6 +43,7 @@ def mesh_lines(launch) -> list[str]:
 
 def heads_line(launch) -> str:
     """The sp sizes this model allows, and whether its KV heads are replicated at this sp."""
+    from longctx.config.rules.head_shapes import layer_type_heads
     from longctx.preflight.checks.heads import kv_note, model_sp_sizes
 
     facts, ulysses = launch.facts, launch.topo.sp_ulysses_size  # the ranks heads split over: sp without a ring
@@ -50,6 +51,8 @@ def heads_line(launch) -> str:
     note = kv_note(facts.num_kv_heads, ulysses)
     linear = facts.config.get("linear_num_key_heads")
     linear = f", {linear} linear-attention key / {facts.config['linear_num_value_heads']} value" if linear else ""
+    kinds = layer_type_heads(facts.config)  # Gemma 4: layer types with heads of their own, each split by its own
+    linear += "".join(f"; {kind}: {heads} query / {kv} KV of {dim}" for kind, (heads, kv, dim) in kinds.items())
     return f"heads: {facts.num_heads} query, {facts.num_kv_heads} KV{linear}; valid sp sizes: {valid}" + (
         f"; {note}" if note else ""
     )
@@ -115,6 +118,7 @@ def plan_dict(launch) -> dict | None:
     fit = max_seq_len(launch.facts.config, gib, sp=launch.topo.sp_size, **options)
     return {
         "components_gib": dict(plan.rows()),
+        "zero_rows": plan.zero_reasons(),
         "total_gib": plan.total_gib,
         "host_per_node_gib": plan.host_per_node,
         "host_terms_gib": dict(plan.host_rows),
@@ -146,6 +150,30 @@ def disk_lines(launch) -> list[str]:
     return [plan.line() if plan else f"checkpoints on disk: unbounded ({why})"]
 
 
+def gpu_source(launch) -> str:
+    """Where the GPU memory the plan is held to comes from; when assumed, what and why."""
+    machine = launch.machine
+    if machine.gpu_memory_gb:
+        return f" (--gpu-memory-gb {machine.gpu_memory_gb:g})"
+    if machine.gpu_memory_gib:
+        return " (the visible GPU)"
+    return (
+        f" (assumed: an {DEFAULT_GB:.0f} GB GPU, the catalog's target, as torch reports it; no GPU is visible "
+        "and no --gpu-memory-gb was given, so nothing was checked against it)"
+    )
+
+
+def reference_line(launch) -> list[str]:
+    """A DPO recipe's reference (longctx/config/preference.py): what it keeps in memory and what it costs."""
+    if getattr(launch.recipe, "trainer", "sft") != "dpo":
+        return []
+    from longctx.config.preference import REFERENCE_SOURCES
+
+    source = launch.sft.reference_log_probs
+    shared = "; prefix sharing on (a pair's prompt once a row)" if launch.sft.prefix_sharing else ""
+    return [f"reference: {source}: {REFERENCE_SOURCES[source]}{shared}"]
+
+
 def plan_lines(launch) -> list[str]:
     if launch.topo is None or launch.sft is None:
         return ["plan: unavailable (the recipe or its accelerate YAML could not be read; see the errors)"]
@@ -160,12 +188,17 @@ def plan_lines(launch) -> list[str]:
         return lines + ["memory: unavailable (no model config or no max_length)"]
     on = [k for k, v in data["options"].items() if v is True and k != "pin_memory"]
     lines += [f"memory per rank (GiB), {launch.facts.source}, features on: {', '.join(on) or 'none'}"]
-    lines += [f"  {name:<16} {value:8.2f}" for name, value in data["components_gib"].items()]
-    lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU"]
-    lines += host_lines(data) + disk_lines(launch)
+    why = data["zero_rows"]
+    lines += [
+        f"  {name:<16} {shown(value):>8}" + (f"   ({why[name]})" if name in why else "")
+        for name, value in data["components_gib"].items()
+    ]
     if launch.sft.use_cpu:
+        lines += [f"  {'total':<16} {data['total_gib']:8.2f}"] + host_lines(data) + reference_line(launch)
         return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
-    assumed = f" (assumed {DEFAULT_GB:.0f} GB GPU: pass --gpu-memory-gb)" if data["gpu_memory_assumed"] else ""
+    lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU{gpu_source(launch)}"]
+    lines += host_lines(data) + disk_lines(launch) + reference_line(launch)
+    assumed = f" (the assumed {DEFAULT_GB:.0f} GB GPU)" if data["gpu_memory_assumed"] else ""
     lines.append(f"largest max_length that fits this topology and GPU: {data['max_length_that_fits']:,}{assumed}")
     reach = position_range(launch.facts)
     if reach and data["max_length_that_fits"] > reach:

@@ -26,8 +26,27 @@ def positive_float(text: str) -> float:
     return value
 
 
-def preflight_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m longctx validate", description=__doc__.split("\n")[0])
+EXAMPLES = {
+    "validate": "python -m longctx validate llama8b-256k --num-gpus 8 --gpu-memory-gb 80",
+    "plan": "python -m longctx plan llama8b-256k --gpu-memory-gb 80",
+}
+DESCRIPTIONS = {
+    "validate": "Every problem of a launch (recipe, accelerate YAML, DeepSpeed JSON, model, machine), before any GPU "
+    "work. Exit 0: sound (warnings alone are fine); 1: an error; 2: unusable arguments.",
+    "plan": "The mesh, tokens per rank and step, and the memory plan per rank and per node (no GPU needed), after "
+    "the same checks as validate.",
+}
+
+
+def preflight_parser(command: str = "validate") -> argparse.ArgumentParser:
+    from longctx.config.paths import recipes_epilog
+
+    parser = argparse.ArgumentParser(
+        prog=f"python -m longctx {command}",
+        description=DESCRIPTIONS[command],
+        epilog=recipes_epilog(EXAMPLES[command]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("recipe", nargs="?", help="a recipe name under recipes/ or a path")
     parser.add_argument("--accelerate-config", help="check against this accelerate YAML instead of the recipe's")
     parser.add_argument("--num-gpus", type=positive, help="GPUs per machine (default: the visible ones)")

@@ -17,11 +17,13 @@ from longctx.training.attention.sinks import install_sink_attention
 from longctx.training.checkpoints.resume import install_sp_aware_skip
 from longctx.training.layers.linear_attention import lift_accelerate_refusal
 from longctx.training.memory.partial_offload import install_partial_offload_fixes
+from longctx.training.preference.guard import refuse_stock_preference_trainers
 from longctx.training.sequence_parallel.cpu_comm import attach_deepspeed_comm
 from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
 from longctx.training.sequence_parallel.gloo_all_to_all import install_gloo_all_to_all
 from longctx.training.sequence_parallel.gloo_uneven_gather import install_gloo_uneven_gather
 from longctx.training.sequence_parallel.hybrid import install_hybrid_sp
+from longctx.training.sequence_parallel.layer_shapes import fit_ulysses_to_layer_shapes
 from longctx.training.sequence_parallel.loss_weighting import install_token_weighted_sp_loss
 
 
@@ -43,6 +45,8 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     isolation_line += install_hybrid_sp(recipe, model_args, model)
     # accelerate registers Ulysses attention with SP off in eval: eval batches are then whole sequences per rank
     keep_sp_in_eval()
+    # Gemma 4's global and sliding layers differ in head size and KV heads: Ulysses splits each layer by its own
+    fit_ulysses_to_layer_shapes()
     # sp x dp over gloo: torch's all-to-all passes a group-local rank as a global one in SP subgroups
     install_gloo_all_to_all(sp_size)
     # gloo refuses an all-gather of unequal shapes, which the SP loader does when SP ranks hold rows of different
@@ -57,4 +61,6 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     lift_accelerate_refusal()
     # ZeRO-3 partial optimizer offload: its GPU share follows the LR schedule and is saved in checkpoints
     install_partial_offload_fixes()
+    # TRL's DPO/KTO/reward trainers have no SP path: under sp > 1 they refuse, pointing to `make dpo`
+    refuse_stock_preference_trainers()
     return isolation_line

@@ -13,14 +13,7 @@ from trl import SFTTrainer
 
 from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.attention.isolation import keep_packed_positions, require_position_ids
-from longctx.training.checkpoints.commit import (
-    begin,
-    checkpoint_dir,
-    commit,
-    explained_save_failures,
-    rotate,
-    upstream_rotation_off,
-)
+from longctx.training.checkpoints.commit import save_atomically
 from longctx.training.checkpoints.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.checkpoints.universal import use_universal_if_needed
 from longctx.training.faults.guard import RunGuard
@@ -131,13 +124,7 @@ class LongContextSFTTrainer(SFTTrainer):
     def _save_checkpoint(self, model, trial):
         """Atomic (longctx/training/checkpoints/commit.py): marked in progress, upstream's save with its rotation off,
         the commit mark once every rank's files are written, then the rotation; space or permission failures say so."""
-        folder = checkpoint_dir(self)
-        with explained_save_failures(folder, self.args.output_dir):
-            begin(self, folder)
-            with upstream_rotation_off(self.args):
-                super()._save_checkpoint(model, trial)
-            commit(self, folder)
-        rotate(self)
+        save_atomically(self, lambda: super(LongContextSFTTrainer, self)._save_checkpoint(model, trial))
 
     def _save(self, output_dir=None, state_dict=None):
         """Also the effective model config beside a LoRA adapter, which PEFT saves without one (its folder would

@@ -10,6 +10,11 @@ LLAMA = Family(
     snapshots=("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"),
     recipes=(
         ("tiny-2k", "tiny-llama/sft-2k-cpu-sp2"),
+        ("tiny-dpo-2k", "tiny-llama/dpo-2k-cpu-sp2"),
+        ("llama8b-dpo-64k", "llama3.1-8b/dpo-64k-sp4"),
+        ("llama8b-dpo-lora-64k", "llama3.1-8b/dpo-lora-64k-sp4"),
+        ("llama8b-dpo-128k", "llama3.1-8b/dpo-128k-sp8"),
+        ("llama8b-dpo-lora-128k", "llama3.1-8b/dpo-lora-128k-sp8"),
         ("llama8b-32k", "llama3.1-8b/sft-32k-1gpu-offload"),
         ("llama8b-h200-192k", "llama3.1-8b/sft-192k-1gpu-h200"),
         ("llama8b-h100-256k", "llama3.1-8b/sft-256k-1gpu-h100"),

@@ -16,7 +16,11 @@ QWEN3 = Family(
     model_types=("qwen3",),
     layer_types=(FULL_ATTENTION, SLIDING_ATTENTION),
     snapshots=("Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B"),
-    recipes=(("qwen8b-128k", "qwen3-8b/sft-128k-sp4"), ("qwen32b-256k", "qwen3-32b/sft-256k-2x8-sp8-dp2")),
+    recipes=(
+        ("qwen8b-128k", "qwen3-8b/sft-128k-sp4"),
+        ("qwen8b-dpo-128k", "qwen3-8b/dpo-128k-sp8"),
+        ("qwen32b-256k", "qwen3-32b/sft-256k-2x8-sp8-dp2"),
+    ),
     training_template=QWEN3_TEMPLATE,
     stand_in_tokens=QWEN3_TOKENS,
     parity_tests=("tests/test_sp_parity.py",),

@@ -8,8 +8,10 @@ from longctx.config.problems import Problem
 from longctx.config.rules.alst import alst_problems
 from longctx.config.rules.attention_patterns import attention_pattern_problems
 from longctx.config.rules.chat_template import chat_template_problems
+from longctx.config.rules.data_keys import data_key_problems
 from longctx.config.rules.evaluation import evaluation_problems
 from longctx.config.rules.isolation import packed_isolation_problems
+from longctx.config.rules.preference import preference_problems
 from longctx.config.rules.prepared_data import prepared_data_problems
 from longctx.config.rules.resume import resume_recipe_problems
 from longctx.config.rules.ring import sp_topology_problems
@@ -21,12 +23,14 @@ RULES = (
     sp_topology_problems,
     attention_pattern_problems,
     prepared_data_problems,
+    data_key_problems,
     packed_isolation_problems,
     resume_recipe_problems,
     alst_problems,
     evaluation_problems,
     chat_template_problems,
     zero_problems,
+    preference_problems,
 )
 
 

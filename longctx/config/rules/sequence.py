@@ -71,7 +71,7 @@ def fixed_length_problems(sft, topo, where: str) -> list[Problem]:
     if topo.sp_seq_length != sft.max_length:
         msg = f"is {topo.sp_seq_length} but the recipe's max_length is {sft.max_length}"
         problems.append(error(where, key, msg, f"set it to {sft.max_length}, or sp_seq_length_is_variable: true"))
-    if sft.pad_to_multiple_of != sft.max_length and not sft.packing:
+    if sft.pad_to_multiple_of != sft.max_length and not getattr(sft, "packing", False):
         msg = f"fixed at {topo.sp_seq_length}, but batches are padded only to multiples of {sft.pad_to_multiple_of}"
         fix = f"set pad_to_multiple_of: {sft.max_length} in the recipe, or sp_seq_length_is_variable: true"
         problems.append(error(where, key, msg, fix))
@@ -79,7 +79,7 @@ def fixed_length_problems(sft, topo, where: str) -> list[Problem]:
 
 
 def trl_packing_problems(sft, topo, source: str) -> list[Problem]:
-    if topo.sp_size == 1 or not (sft.packing or sft.padding_free):
+    if topo.sp_size == 1 or not (getattr(sft, "packing", False) or sft.padding_free):
         return []
     msg = (
         "packing/padding_free use TRL's padding-free collator, whose 1-D cu_seq_lens_* tensors "

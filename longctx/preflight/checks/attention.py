@@ -4,6 +4,7 @@ import importlib
 import importlib.util
 
 from longctx.config.problems import Problem, error, warning
+from longctx.config.rules.head_shapes import flash_head_dim_problems
 from longctx.config.rules.ring import RING_KEY
 
 # The compiled extension, not the Python package: `flash_attn` imports fine when its CUDA extension was built
@@ -92,5 +93,9 @@ INSTALL_RING = "`make install-gpu` (the `gpu` extra: flash-attn==2.8.3.post2, ri
 
 def check(launch) -> list[Problem]:
     """The kernel rules under SP are longctx/config/rules/sequence.py's; here only what this machine has installed,
-    the one kernel that applies attention sinks, and the ring's GPU kernels."""
-    return flash_problems(launch) + sink_problems(launch) + ring_kernel_problems(launch)
+    the one kernel that applies attention sinks, the ring's GPU kernels, and the head sizes FlashAttention takes."""
+    widths = []
+    if launch.facts is not None:
+        attn = launch.model.attn_implementation
+        widths = flash_head_dim_problems(launch.facts.config, attn, launch.source, launch.facts.source)
+    return flash_problems(launch) + sink_problems(launch) + ring_kernel_problems(launch) + widths

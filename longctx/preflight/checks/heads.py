@@ -7,6 +7,7 @@ this repository does not make sequence-parallel is refused under sp > 1 (longctx
 from pathlib import Path
 
 from longctx.config.problems import Problem, error
+from longctx.config.rules.head_shapes import sp_head_problems
 from longctx.config.rules.linear_attention import linear_attention_problems
 from longctx.config.rules.ring import plan_split, ring_problems, why_split
 
@@ -21,8 +22,13 @@ def valid_sp_sizes(num_heads: int, num_kv_heads: int, limit: int = 64) -> list[i
 
 
 def model_sp_sizes(config: dict, num_heads: int, num_kv_heads: int) -> list[int]:
-    """valid_sp_sizes, less those a linear-attention layer of the model cannot split (longctx/config/rules/)."""
-    return [n for n in valid_sp_sizes(num_heads, num_kv_heads) if not linear_attention_problems(config, n, "", "")]
+    """valid_sp_sizes, less those a linear-attention layer, or a layer type with its own heads, cannot split
+    (longctx/config/rules/)."""
+    return [
+        n
+        for n in valid_sp_sizes(num_heads, num_kv_heads)
+        if not linear_attention_problems(config, n, "", "") and not sp_head_problems(config, n, "", "")
+    ]
 
 
 def kv_note(num_kv_heads: int, sp: int) -> str:
@@ -42,6 +48,7 @@ def check(launch) -> list[Problem]:
     linear = linear_attention_problems(config, sp, where, model)  # linear layers split across the whole sp
     if launch.topo.sp_ring_size != 1:  # hybrid Ulysses x ring: U, not sp, splits the heads
         return ring_problems(config, launch.topo, where, model) + linear
+    linear += sp_head_problems(config, sp, where, model)  # each layer type's own heads (Gemma 4)
     if sp in valid_sp_sizes(heads, kv, limit=max(sp, 64)):
         return linear
     fits = model_sp_sizes(config, heads, kv)

@@ -4,7 +4,8 @@ Why: under DeepSpeed offload the host runs out before the GPU does, and it runs 
 weights are made at start-up, but the Adam states at the first optimizer step, so a node without the RAM is
 killed (by the kernel's OOM killer, often with no Python traceback) minutes into the run, after a GPU-only
 check had passed it. The terms (longctx/memory_plan/host.py) follow the DeepSpeed and torch code that
-allocates them, with no fitted constant, so the refusal line is the RAM itself (a share of it warns).
+allocates them, with no fitted constant, so the refusal line is the RAM itself (a share of it warns). Where the
+node's RAM is unknown, a need above what a workstation holds is a warning with the fix, never a silent pass.
 """
 
 from longctx.config.problems import Problem, error, warning
@@ -13,21 +14,37 @@ from longctx.preflight.checks.memory_fit import TIGHT as GPU_TIGHT
 from longctx.preflight.options import gpu_gib, plan_options, zero_refused
 
 TIGHT = 0.90  # above this share of the RAM, the OS, the page cache and data loading can tip it over
+# With the node's RAM unknown (no --host-memory-gb, not on the node), a need above this is warned, not passed with
+# a note: more than a workstation holds, so a node may well not have it either (GPU nodes ship 0.5 to 2 TiB).
+UNKNOWN_RAM_WARN_GIB = 64.0
 
 
 def check(launch) -> list[Problem]:
     ram = launch.machine.host_memory_gib
-    if launch.facts is None or launch.topo is None or not ram or launch.sft.use_cpu or not launch.sft.max_length:
+    if launch.facts is None or launch.topo is None or launch.sft.use_cpu or not launch.sft.max_length:
         return []
     if zero_refused(launch):  # refused by the ZeRO rule, not planned
         return []
     options = plan_options(launch)
     plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=launch.topo.sp_size, **options)
     need = plan.host_per_node
-    if need <= TIGHT * ram:
-        return []
     largest = sorted(plan.host_rows, key=lambda row: -row[1])[:3]
     terms = ", ".join(f"{name} {value:.1f}" for name, value in largest)
+    if not ram:
+        if need <= UNKNOWN_RAM_WARN_GIB:
+            return []
+        msg = f"host memory: needs about {need:.1f} GiB per node (largest terms, GiB: {terms}); the node's RAM unknown"
+        check_it = "check it with `--host-memory-gb` (the node's RAM; `make sft` on the node reads it itself)"
+        return [
+            warning(
+                launch.source,
+                "accelerate_config",
+                msg,
+                f"{check_it}; if it has less: {fix_text(launch, plan, options, None)}",
+            )
+        ]
+    if need <= TIGHT * ram:
+        return []
     detail = f"host memory: needs about {need:.1f} GiB per node of {ram:.1f} GiB RAM (largest terms, GiB: {terms})"
     fix = fix_text(launch, plan, options, ram)
     if need <= ram:
@@ -35,7 +52,7 @@ def check(launch) -> list[Problem]:
     return [error(launch.source, "accelerate_config", f"{detail}: the node would run out", fix)]
 
 
-def fix_text(launch, plan, options: dict, ram: float) -> str:
+def fix_text(launch, plan, options: dict, ram: float | None) -> str:
     """What would bring the host figure under the RAM, with the figure each change gives."""
     config, seq, sp = launch.facts.config, launch.sft.max_length, launch.topo.sp_size
 
@@ -43,7 +60,7 @@ def fix_text(launch, plan, options: dict, ram: float) -> str:
         return estimate(config, seq_len=seq, sp=sp, **{**options, **change}).host_per_node
 
     fixes = []
-    partial = partial_offload_fix(launch, options, ram)
+    partial = partial_offload_fix(launch, options, ram) if ram else None  # a ratio needs the RAM it must fit
     if partial:
         fixes.append(partial)
     if options["pin_memory"]:

@@ -54,7 +54,7 @@ def gpu_problems(launch, where: str) -> list[Problem]:
             f"starts {need} processes per machine but the machine has {machine.gpus_per_node} GPUs ({machine.source})"
         )
         fix = f"set num_processes to {machine.gpus_per_node * topo.num_machines} (total) and resize the mesh"
-        problems.append(error(where, "num_processes", msg, fix))
+        problems.append(error(where, "num_processes", msg, fix + meshes_that_fit(launch, machine.gpus_per_node)))
     if nodes != topo.num_machines and machine.source == "flags":
         msg = f"is {topo.num_machines} but --num-nodes says {nodes}"
         problems.append(error(where, "num_machines", msg, f"set num_machines: {nodes} and num_processes to match"))
@@ -68,3 +68,28 @@ def check(launch) -> list[Problem]:
         return []
     where = display_path(Path(launch.topo.path))
     return mesh_problems(launch.topo, launch.accel_raw or {}, where) + gpu_problems(launch, where)
+
+
+def meshes_that_fit(launch, gpus_per_node: int) -> str:
+    """The sp x dp meshes for this many GPUs per node that the model's heads allow (an SP group stays inside a
+    node), with the shipped accelerate YAMLs that have them: the resize, spelled out."""
+    from longctx.config.paths import REPO_ROOT, display_path
+    from longctx.config.topology import ConfigError, read_topology
+    from longctx.preflight.checks.heads import model_sp_sizes
+
+    if launch.facts is None or gpus_per_node < 1:
+        return ""
+    facts, nodes = launch.facts, launch.topo.num_machines
+    world = gpus_per_node * nodes
+    sizes = [sp for sp in model_sp_sizes(facts.config, facts.num_heads, facts.num_kv_heads) if gpus_per_node % sp == 0]
+    shipped = {}
+    for path in sorted((REPO_ROOT / "accelerate_configs").glob("*.yaml")):
+        try:
+            topo = read_topology(path)
+        except ConfigError:
+            continue
+        if topo.world_size == world and not path.name.startswith("cpu-"):
+            shipped.setdefault(topo.sp_size, display_path(path))
+    options = [f"sp {sp} x dp {world // sp}" + (f" ({shipped[sp]})" if sp in shipped else "") for sp in sizes[::-1]]
+    heads = f"{facts.num_heads} query / {facts.num_kv_heads} KV heads"
+    return f"; meshes that fit {world} GPUs with this model's {heads}: {', '.join(options)}" if options else ""

@@ -1,2 +1,3 @@
-"""Attention under SP with packed documents: the per-forward document layout, isolation in the sdpa registry,
-the log-sum-exp kernels, the GPU varlen path, and gpt-oss sinks and sliding windows."""
+"""Attention under SP over packed rows: which tokens a query sees (the per-forward document layout, documents kept
+apart, a shared prompt seen by both of its answers), isolation in the sdpa registry, the log-sum-exp kernels, the
+GPU varlen path, and gpt-oss sinks and sliding windows."""

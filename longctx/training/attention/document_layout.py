@@ -41,10 +41,19 @@ class DocumentLayout:
     position_ids: torch.Tensor | None = None  # [batch, length] the layout was read from, on the device
     doc: torch.Tensor | None = None  # [batch, length] index of each token's document within its row, on the device
 
+    # Shared prompts (preference rows with prefix sharing, longctx/training/attention/shared_prefix.py): on, a span
+    # whose position_ids restart at p > 0 is a branch attending to the first p tokens of its document too
+    shared_prefix: bool = False
+    prefixes: list[list[tuple[int, int] | None]] = field(default_factory=list)  # per row and span: its prefix
+
     @property
     def most_documents(self) -> int:
         """The most documents any row holds (host): one more than `doc`'s largest value, without reading it."""
         return max(len(row) for row in self.spans)
+
+    @property
+    def branches(self) -> bool:
+        return any(p is not None for row in self.prefixes for p in row)
 
     def describes(self, batch: int, length: int) -> bool:
         return self.batch == batch and self.length == length
@@ -66,6 +75,11 @@ class DocumentLayout:
         docs = list(pairwise(bounds))
         self.spans = [[(s - r * length, e - r * length) for s, e in docs if s // length == r] for r in range(batch)]
         self.position_ids, self.doc = pos, starts.long().cumsum(dim=1) - 1
+        if self.shared_prefix:
+            from longctx.training.attention.shared_prefix import find_prefixes
+
+            first_positions = pos.flatten()[offsets].tolist()  # one more host read, only for shared-prefix rows
+            self.prefixes = find_prefixes(self.spans, first_positions)
         return self
 
 
@@ -108,4 +122,20 @@ def install_document_layout(model, recipe, attn_implementation: str | None) -> b
     if decoder is None:
         return False
     decoder.register_forward_pre_hook(_add_empty_layout, with_kwargs=True)
+    return True
+
+
+def _add_shared_prefix_layout(module, args, kwargs):
+    kwargs[LAYOUT_KWARG] = DocumentLayout(shared_prefix=True)
+    return args, kwargs
+
+
+def install_shared_prefix_layout(model) -> bool:
+    """Mark `model`'s rows as holding shared prefixes (preference prefix sharing): every forward's layout reads
+    spans restarting at p > 0 as branches (longctx/training/attention/shared_prefix.py). Runs after, and so
+    replaces the layout of, install_document_layout's hook; False where there is no decoder to mark."""
+    decoder = decoder_of(model)
+    if decoder is None:
+        return False
+    decoder.register_forward_pre_hook(_add_shared_prefix_layout, with_kwargs=True)
     return True

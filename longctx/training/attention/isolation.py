@@ -30,6 +30,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from longctx.training.attention.document_layout import LAYOUT_KWARG, DocumentLayout, layout_for
 from longctx.training.attention.kernels import document_attention
+from longctx.training.attention.shared_prefix import shared_prefix_attention, shared_prefix_varlen
 from longctx.training.attention.varlen import save_in_selective_checkpointing, varlen_attention, varlen_kernel
 
 # Only tiny documents are grouped into one sdpa call, while the group spans at most this many tokens. A masked call
@@ -123,6 +124,10 @@ def isolated_sdpa_attention(module, query, key, value, attention_mask, dropout=0
         position_ids = torch.arange(query.shape[2], device=query.device)[None]
         layout = DocumentLayout().fill(position_ids, query.shape[0])
     kernel = varlen_kernel(query, dropout)
+    if layout.branches:  # a shared prompt's answers (preference prefix sharing): attention/shared_prefix.py
+        if kernel is not None:
+            return shared_prefix_varlen(kernel, query, key, value, layout, scaling), None
+        return shared_prefix_attention(query, key, value, layout, dropout, scaling), None
     if kernel is not None:
         out = varlen_attention(kernel, query, key, value, layout, scaling, window)
         return out, None

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import torch
 
+from longctx.config.rules.head_shapes import FLASH_MAX_HEAD_DIM
 from longctx.training.attention.document_layout import DocumentLayout
 
 
@@ -206,6 +207,11 @@ class SinkAttention(torch.autograd.Function):
 
 def pick_kernel(query: torch.Tensor, layout: DocumentLayout, scale: float, window: int | None):
     if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
+        if query.shape[-1] > FLASH_MAX_HEAD_DIM:  # no layer has it (Gemma 4's windows are on its 256-wide layers)
+            raise ValueError(
+                "attention with sinks or a sliding window runs torch's FlashAttention kernels on a GPU, which stop "
+                f"at head_dim {FLASH_MAX_HEAD_DIM}; this layer's is {query.shape[-1]}"
+            )
         return VarlenKernel(layout, scale, window)
     if query.device.type == "cpu":
         return CpuKernel(layout.bounds, scale, window)

@@ -9,8 +9,8 @@ starts, and never builds a mask.
 Which kernel: torch's own `torch.nn.attention.varlen.varlen_attn` (FlashAttention kernels shipped in the
 torch wheel, CUDA only, bf16/fp16; GQA through `enable_gqa`, causal and sliding windows through
 `window_size`), so isolated packing on a GPU needs no flash-attn build. It has no dropout; a layer with
-attention dropout, an fp32 tensor or a CPU tensor takes the per-document path instead (`varlen_kernel`
-returns None there).
+attention dropout, an fp32 tensor, a CPU tensor or a head wider than 256 (its kernels' limit) takes the
+per-document path instead (`varlen_kernel` returns None there).
 
 Boundaries: any break in `position_ids` (a step other than +1) starts a document, the rule transformers'
 own `find_packed_sequence_indices` uses; right padding (position 0 repeated) becomes one-token documents.
@@ -21,6 +21,7 @@ import inspect
 
 import torch
 
+from longctx.config.rules.head_shapes import FLASH_MAX_HEAD_DIM
 from longctx.training.attention.document_layout import DocumentLayout
 
 _kernel_override: dict = {"fn": None}  # tests dispatch to a CPU reference with the kernel's signature
@@ -37,7 +38,12 @@ def cu_seqlens(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 
 def varlen_kernel(query: torch.Tensor, dropout: float):
-    """The varlen function to call for these tensors, or None when only the per-document path can run."""
+    """The varlen function to call for these tensors, or None when only the per-document path can run.
+
+    Heads wider than FlashAttention's 256 (Gemma 4's global layers: 512) take the per-document path, where sdpa
+    picks a kernel that takes them (memory-efficient attention on a GPU)."""
+    if query.shape[-1] > FLASH_MAX_HEAD_DIM:
+        return None
     if _kernel_override["fn"] is not None:
         return _kernel_override["fn"]
     if not query.is_cuda or query.dtype not in (torch.float16, torch.bfloat16) or dropout:

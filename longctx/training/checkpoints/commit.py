@@ -141,3 +141,16 @@ def explained_save_failures(folder: Path, output_dir: str):
         if kind is None:
             raise
         raise CheckpointSaveError(failure_message(kind, exc, folder, output_dir)) from exc
+
+
+def save_atomically(trainer, upstream_save) -> None:
+    """One checkpoint save of either trainer, atomic: the folder marked in progress, `upstream_save()` (the TRL
+    trainer's `_save_checkpoint`) with the Trainer's rotation off, the commit once every rank's files are written,
+    then the rotation; a save that fails for space or permission says so, the previous checkpoint intact."""
+    folder = checkpoint_dir(trainer)
+    with explained_save_failures(folder, trainer.args.output_dir):
+        begin(trainer, folder)
+        with upstream_rotation_off(trainer.args):
+            upstream_save()
+        commit(trainer, folder)
+    rotate(trainer)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from longctx.config.architectures import moe_sizes
+from longctx.config.layer_shapes import LayerShapes, layer_shapes
 from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
@@ -56,10 +57,13 @@ class FlopCounts:
     @classmethod
     def from_config(cls, config) -> "FlopCounts":
         config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        as_dict = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+        shapes = layer_shapes(as_dict)
+        if shapes is not None:  # Gemma 4: layer types of different head sizes (transformers refuses one head_dim)
+            return cls.from_shapes(shapes, as_dict)
         hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or hidden // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
-        as_dict = config.to_dict() if hasattr(config, "to_dict") else vars(config)
         mlp = active_mlp_params(as_dict)
         types = getattr(config, "layer_types", None) or []
         window = getattr(config, "sliding_window", None) if "sliding_attention" in types else None
@@ -76,6 +80,25 @@ class FlopCounts:
             2.0 * layers * mlp,
             4.0 * (softmax - sliding) * heads * head_dim,
             4.0 * sliding * heads * head_dim,
+            window,
+        )
+
+    @classmethod
+    def from_shapes(cls, shapes: LayerShapes, config: dict) -> "FlopCounts":
+        """Layer by layer (longctx/config/layer_shapes.py): each layer's own attention width and MLP, the pair terms
+        of the global and the sliding-window layers at their own head size; PLE's projection once a token."""
+        hidden, count = int(config["hidden_size"]), range(shapes.layers)
+        per_token = 2.0 * sum(shapes.active_matmul_weights(i, hidden) for i in count)
+        per_token += 2.0 * hidden * shapes.layers * shapes.per_layer_input  # PLE: hidden -> every layer's input
+        window = config.get("sliding_window") if any(a.kind == "sliding_attention" for a in shapes.attention) else None
+        pair = [4.0 * a.heads * a.head_dim for a in shapes.attention]
+        sliding = [w for w, a in zip(pair, shapes.attention, strict=True) if window and a.kind == "sliding_attention"]
+        return cls(
+            per_token,
+            2.0 * int(config["vocab_size"]) * hidden,
+            2.0 * sum(3 * hidden * width for width in shapes.mlp_widths),
+            sum(pair) - sum(sliding),
+            sum(sliding),
             window,
         )
 

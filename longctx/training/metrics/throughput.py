@@ -23,7 +23,8 @@ backward (about 2x the forward is closer); the figure is then an upper bound.
 Delivery: `Trainer.log` appends the logs to `state.log_history` and then calls every callback's `on_log`
 with the same `logs` dict, in the order the callbacks were added; the reporting callbacks (TensorBoard,
 W&B, ...) are added first. `attach_metrics` therefore puts this callback at the front, and it writes into
-`logs` itself, so every logger after it receives the metrics.
+`logs` itself, so every logger after it receives the metrics. The console shows them once, in the Trainer's own
+log line (its progress or printer callback receives the same dict): this callback prints nothing itself.
 """
 
 import resource
@@ -109,9 +110,6 @@ class ThroughputCallback(TrainerCallback):
         logs.update(row)  # the dict every later callback (the loggers) receives
         if state.log_history:
             state.log_history[-1].update(row)
-        if state.is_world_process_zero:
-            shown = ", ".join(f"{k}={v:.4g}" for k, v in row.items())
-            print(f"[metrics] step {state.global_step}: {shown}", flush=True)
         self.counts = [0.0] * 5
         self.start = time.perf_counter()
 

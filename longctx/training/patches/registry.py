@@ -288,6 +288,55 @@ PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
+    # ---- Gemma 4: layers of different head shapes under Ulysses (longctx/training/sequence_parallel/layer_shapes.py)
+    Patch(
+        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
+        installed_by="longctx.training.sequence_parallel.layer_shapes:fit_ulysses_to_layer_shapes",
+        why="upstream builds one UlyssesSPAttentionHF from the text config's head_dim and num_key_value_heads, which "
+        "transformers refuses to read for a config with per-layer overrides (Gemma 4's global layers); the wrapper "
+        "lets it read them for the one call, swaps the instance to the per-call-shaped subclass and checks every "
+        "layer's heads against sp",
+        written_against="deepspeed==0.19.8, transformers==5.23.0",
+        source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
+        relies_on=(
+            (
+                "transformers.integrations.heterogeneity.configuration_utils.HeterogeneousConfigMixin",
+                "6e47234bf8accefcd376ab1f277833a9741a84a63d1590ebbedaef96194654c2",
+            ),
+            (
+                "transformers.models.gemma4.configuration_gemma4.Gemma4TextConfig.__post_init__",
+                "83a5c1c502d898c3eec6afae12fc597adf585a9f04f372669083c49f1f5fff03",
+            ),
+        ),
+    ),
+    Patch(
+        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",
+        installed_by="longctx.training.sequence_parallel.layer_shapes:fit_ulysses_to_layer_shapes",
+        why="the registered instance's class becomes a subclass whose forward first sets the head count, head size "
+        "and KV head count (and the replication factor and required shapes derived from them) from the call's "
+        "tensors, then runs this forward: each layer is split by its own heads; relies on the attributes __init__ "
+        "derives and the exchange methods read",
+        written_against="deepspeed==0.19.8",
+        source_sha256="c4832fb77b88faf837a26e365a37599db1089e0bb5f01debff0e9824928657f7",
+        relies_on=(
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.__init__",
+                "709035ee5cab073ecfa6e80029e24124990b97f44fb76ef0cdb17d51a4f260c7",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF._combine_local_sequences",
+                "57fe33556e1689d17427ccd3c2af03a3883ae27560d0bf17843e2a48d7e21c98",
+            ),
+            (
+                "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF._partition_global_sequence",
+                "ca75fe1b0fa85ce978c6d5ce560572359a14e1388a9ae142ef1f6bf2221516e4",
+            ),
+            (
+                "transformers.models.gemma4.modeling_gemma4.Gemma4TextAttention.forward",
+                "4c979630136ffcdf51d57afec85a341e5dd3ab016b74c48b42b2a03244db33e0",
+            ),
+        ),
+    ),
     # ---- Gated DeltaNet under Ulysses SP (longctx/training/layers/linear_attention.py): one class swap per family
     Patch(
         target="transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet.forward",
@@ -404,5 +453,23 @@ PATCHES: tuple[Patch, ...] = (
         why="restores the backup optimizer's state that `_rigid_state_dict` added, after the upstream load",
         written_against="deepspeed==0.19.8",
         source_sha256="4e33833d717fd28b6ca98b8947dffed0b1d57f3df0640ea4f40813cba8ffb603",
+    ),
+    Patch(
+        target="trl.trainer.dpo_trainer.DPOTrainer.__init__",
+        installed_by="longctx.training.preference.guard:refuse_stock_preference_trainers",
+        why="TRL's DPOTrainer, KTOTrainer and RewardTrainer have no SP path (each rank would sum its shard only): "
+        "their `__init__` is wrapped to raise under sp > 1, pointing to `make dpo`; LongContextDPOTrainer passes",
+        written_against="trl==1.16.0",
+        source_sha256="632f447c71dcb04361800303be2192d8e48b2b3ccffd415fbf639c03a5dfd84f",
+        relies_on=(
+            (
+                "trl.trainer.kto_trainer.KTOTrainer.__init__",
+                "df42c2c259c9abf6d7381f211bb71c1095aa5e38e04f9a69d037241ddb798092",
+            ),
+            (
+                "trl.trainer.reward_trainer.RewardTrainer.__init__",
+                "e30bea5e95aadcf9d1831b206f87f761c4bedbe3b4de1a8d926f584993e98815",
+            ),
+        ),
     ),
 )

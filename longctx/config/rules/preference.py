@@ -1,0 +1,94 @@
+"""Rules of a preference recipe (`trainer: dpo`): what the long-context DPO trainer computes, and what it refuses.
+
+The trainer (longctx/training/preference/) sums each answer's log-probs over the SP group from rows data_prep
+packed (pairs whole in a row), so the data must be prepared; it computes the loss types of
+longctx/config/preference.py; the reference log-probs come from one source, which must suit the loss (a
+reference-free loss needs none, every other one needs one) and the memory (a second full model only sharded by
+ZeRO-3). TRL's own reference and weighting options that it does not compute are refused by name, never ignored.
+"""
+
+from longctx.config.preference import LOSS_TYPES, REFERENCE_FREE_LOSSES, loss_types
+from longctx.config.problems import Problem, error
+from longctx.config.rules.zero import read_deepspeed_json, zero_section
+
+# TRL DPOConfig keys with no effect in the long-context trainer: refused unless left at TRL's default.
+UNSUPPORTED_TRL_KEYS = {
+    "precompute_ref_log_probs": (False, "set `reference_log_probs: precomputed` (this trainer's default) instead"),
+    "sync_ref_model": (False, "not supported: the reference stays the initial model"),
+    "ld_alpha": (None, "LD-DPO's length weighting is not computed here; remove it"),
+    "use_weighting": (False, "WPO weighting is not computed here; remove it"),
+    "f_divergence_type": ("reverse_kl", "only the reverse KL (standard DPO) is computed here; remove it"),
+    "padding_free": (False, "rows are packed by data_prep (`prepare_data: packed`); remove it"),
+}
+
+
+def _key_problems(sft, source: str) -> list[Problem]:
+    problems = []
+    for key, (default, fix) in UNSUPPORTED_TRL_KEYS.items():
+        value = getattr(sft, key, default)
+        if getattr(value, "value", value) != default:
+            problems.append(error(source, key, f"is {value!r}; the long-context DPO trainer does not use it", fix))
+    return problems
+
+
+def _loss_problems(sft, source: str) -> list[Problem]:
+    losses = loss_types(sft)
+    unknown = [loss for loss in losses if loss not in LOSS_TYPES]
+    if unknown:
+        msg = f"{unknown} is not computed by the long-context DPO trainer"
+        return [error(source, "loss_type", msg, f"use one of {', '.join(LOSS_TYPES)}")]
+    free = [loss in REFERENCE_FREE_LOSSES for loss in losses]
+    reference = sft.reference_log_probs
+    if any(free) and not all(free):
+        msg = f"{losses} mixes reference-free and reference losses"
+        return [error(source, "loss_type", msg, "combine losses of one kind only")]
+    if all(free) and reference != "none":
+        msg = f"{losses} needs no reference, but `reference_log_probs` is `{reference}`"
+        return [error(source, "reference_log_probs", msg, "set `reference_log_probs: none`")]
+    if not all(free) and reference == "none":
+        msg = f"is `none`, but the loss {losses} compares with a reference"
+        return [error(source, "reference_log_probs", msg, "use `precomputed` (or a reference-free loss: simpo)")]
+    if "robust" in losses and not 0.0 <= sft.label_smoothing < 0.5:
+        msg = f"is {sft.label_smoothing}; the robust loss needs a flip probability in [0, 0.5)"
+        return [error(source, "label_smoothing", msg, "use e.g. 0.1")]
+    return []
+
+
+def _reference_problems(model, topo, ds: dict | None, source: str, sft) -> list[Problem]:
+    reference = sft.reference_log_probs
+    if reference == "adapter_disabled" and not getattr(model, "use_peft", False):
+        msg = "is `adapter_disabled`, but the recipe trains no adapter (`use_peft` is off)"
+        return [error(source, "reference_log_probs", msg, "use `precomputed`, or set `use_peft: true`")]
+    if reference == "frozen_model" and ds is not None and zero_section(ds).get("stage") != 3:
+        msg = "keeps a second full model on every rank unless ZeRO-3 shards it"
+        fix = "use `precomputed` (no second model), or a ZeRO-3 DeepSpeed JSON"
+        return [error(source, "reference_log_probs", msg, fix)]
+    return []
+
+
+def _data_problems(recipe, source: str) -> list[Problem]:
+    problems = []
+    if recipe.prepare_data == "off":
+        msg = "is off; preference rows (pairs whole in a row) are prepared by data_prep"
+        problems.append(error(source, "prepare_data", msg, "set `prepare_data: packed` (or `unpacked`: a pair a row)"))
+    if recipe.long_document_policy == "split":
+        msg = "is `split`, which would cut a pair apart"
+        problems.append(
+            error(source, "long_document_policy", msg, "use `drop` or `truncate` (cut the prompt's start)")
+        )
+    if recipe.dataset_format != "auto":
+        msg = f"is `{recipe.dataset_format}`; preference rows are read by their `chosen`/`rejected` columns"
+        problems.append(error(source, "dataset_format", msg, "set `dataset_format: auto` (or remove it)"))
+    if getattr(recipe, "allow_cross_document_attention", False):
+        msg = "would let a chosen answer attend to its rejected one (and every pair to the others in its row)"
+        problems.append(error(source, "allow_cross_document_attention", msg, "remove it"))
+    return problems
+
+
+def preference_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+    """Every reason a `trainer: dpo` recipe cannot run (nothing for an SFT recipe)."""
+    if getattr(recipe, "trainer", "sft") != "dpo":
+        return []
+    ds = read_deepspeed_json(topo)
+    problems = _data_problems(recipe, source) + _key_problems(sft, source) + _loss_problems(sft, source)
+    return problems + _reference_problems(model, topo, ds, source, sft)

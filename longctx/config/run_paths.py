@@ -1,0 +1,25 @@
+"""The paths a run reads from its arguments, resolved once by either entrypoint (recipes/sft.py, recipes/dpo.py)
+before anything is loaded: the checkpoint to resume and the chat template file."""
+
+import os
+
+from longctx.config.chat_templates import ChatTemplateError, resolve_chat_template
+from longctx.config.checkpoints import auto_resume_line, resolve_resume
+from longctx.config.recipe import RecipeError
+
+
+def resolve_run_paths(recipe, training_args) -> None:
+    """`resume_from_checkpoint: true` -> the latest complete checkpoint folder (`auto`: that, or a fresh start
+    when there is none), and a chat template name or repo-relative file -> the file data_prep read too (TRL opens
+    it in the trainer); either missing is a recipe error."""
+    asked = str(training_args.resume_from_checkpoint).lower()
+    try:
+        training_args.resume_from_checkpoint = resolve_resume(
+            training_args.resume_from_checkpoint, training_args.output_dir
+        )
+        if asked == "auto" and os.environ.get("RANK", "0") == "0":
+            print(f"[resume] {auto_resume_line(training_args.resume_from_checkpoint, training_args.output_dir)}")
+        template = resolve_chat_template(training_args.chat_template_path)
+    except (ValueError, ChatTemplateError) as exc:
+        raise RecipeError(recipe.config_source, [str(exc)]) from None
+    training_args.chat_template_path = str(template) if template else None
