@@ -65,18 +65,12 @@ class DataSourceArguments:
 
 def role_map_of(value) -> dict[str, str]:
     """The recipe's `role_map` as a dict (the command line gives a JSON string); ValueError says why not."""
-    import json
+    from longctx.config.keys import mapping_value
 
-    if value in (None, ""):
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f'`role_map` is not valid JSON ({exc}); give e.g. \'{{"human": "user"}}\'') from None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise ValueError(f"`role_map` must map role names to role names, got {value!r}")
-    return dict(value)
+    roles = mapping_value(value, "role_map", '\'{"human": "user"}\'')
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in roles.items()):
+        raise TypeError(f"`role_map` must map role names to role names, got {roles!r}")
+    return roles
 
 
 def column_mapping(recipe, sft) -> dict:

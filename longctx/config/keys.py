@@ -93,3 +93,20 @@ def recipe_with_overrides(recipe_path: str | Path, overrides: dict | list[str] |
 
     values = override_values(overrides) if isinstance(overrides, list) else dict(overrides or {})
     return {**load_yaml_mapping(recipe_path), **values}
+
+
+def mapping_value(value, key: str, example: str) -> dict:
+    """A recipe key that holds a mapping, as a dict: YAML gives a mapping, the command line a JSON string; None or
+    "" is empty. ValueError (bad JSON) or TypeError (not a mapping), naming the key with `example` as the fix."""
+    import json
+
+    if value in (None, ""):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"`{key}` is not valid JSON ({exc}); give e.g. {example}") from None
+    if not isinstance(value, dict):
+        raise TypeError(f"`{key}` must be a mapping, e.g. {example}; got {value!r}")
+    return dict(value)

@@ -58,7 +58,7 @@ def data_key_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
             problems.append(error(source, key, msg, f"drop `{key}: false`, or set `prepare_data: off`"))
     try:
         role_map_of(recipe.role_map)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         problems.append(error(source, "role_map", str(exc).removeprefix("`role_map` "), "e.g. {human: user}"))
     if not 0 <= recipe.max_dropped_fraction <= 1:
         msg = f"{recipe.max_dropped_fraction} is not a fraction in [0, 1]"

@@ -1,25 +1,15 @@
 """The recipe's `model_config_source` / `model_config_overrides` keys: their parsed form and their rules."""
 
-import json
 from pathlib import Path
 
+from longctx.config.keys import mapping_value
 from longctx.config.paths import REPO_ROOT
 from longctx.config.problems import Problem, error
 
 
 def overrides_of(recipe) -> dict:
     """`model_config_overrides` as a dict: YAML gives a mapping, the command line a JSON string."""
-    value = recipe.model_config_overrides
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"`model_config_overrides` is not valid JSON ({exc}); pass a JSON object") from None
-    if not isinstance(value, dict):
-        raise TypeError("`model_config_overrides` must be a mapping of config keys to values")
-    return value
+    return mapping_value(recipe.model_config_overrides, "model_config_overrides", "'{\"rope_theta\": 1e6}'")
 
 
 def model_config_problems(recipe, source: str) -> list[Problem]:
