@@ -60,11 +60,9 @@ def _next_above(x: float) -> float:
 
 
 def _source_records(cfg):
-    from data_prep.sources import iter_hub, iter_local, resolve_files
+    from data_prep.sources import records_of
 
-    if cfg.hub:
-        return iter_hub(cfg.hub, cfg.hub_config, cfg.split)
-    return iter_local(resolve_files(list(cfg.inputs), cfg.split))  # a second read: the meter counts the first
+    return records_of(cfg)[0]  # a second read, unmetered: the meter counts the first
 
 
 def select(cfg, records, records_again=None):

@@ -23,7 +23,7 @@ from data_prep.formats import Columns, detect_format, extract, has_columns, mapp
 from data_prep.progress import Progress
 from data_prep.report import nothing_usable, summary, too_many_dropped, write_report
 from data_prep.rows import write_rows
-from data_prep.sources import Meter, iter_hub, iter_local, resolve_files
+from data_prep.sources import Meter, records_of
 from data_prep.store import SegmentStore, segment_lengths
 from data_prep.tokenize import Encoded, Encoder, check_chat_template
 from data_prep.verify import Written, check_written
@@ -34,13 +34,6 @@ BATCH_DOCS = 4096
 BATCH_CHARS = 4_000_000  # a batch is cut at this many characters too: bounds memory (the Rust encodings
 # take ~100 bytes a token), while two batches in flight still keep every core busy
 COLUMN_PROBE_ROWS = 1000  # this many readable rows without the format's columns: the column is absent
-
-
-def _records(cfg: PrepConfig, meter: Meter):
-    if cfg.hub:
-        return iter_hub(cfg.hub, cfg.hub_config, cfg.split), None
-    files = resolve_files(list(cfg.inputs), cfg.split)
-    return iter_local(files, meter), sum(p.stat().st_size for p in files)
 
 
 def _size(payload) -> int:
@@ -184,7 +177,7 @@ class Preparer:
     def run(self, writer: AtomicWriter, progress: Progress) -> str:
         """Both passes into the writer; returns the format used."""
         self.meter = Meter()
-        records, self.total_bytes = _records(self.cfg, self.meter)
+        records, self.total_bytes = records_of(self.cfg, self.meter)
         fmt, records = _first_format(self.cfg, select(self.cfg, records))  # one side of the holdout
         encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc, self.cfg.chat_template)
         tok = encoder.tok

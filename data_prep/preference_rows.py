@@ -75,8 +75,7 @@ class PreferencePreparer:
 
     def run(self, writer, progress) -> str:
         from data_prep.eval_split import select
-        from data_prep.pipeline import _records
-        from data_prep.sources import Meter
+        from data_prep.sources import records_of
         from data_prep.tokenize import load_tokenizer
 
         if self.cfg.policy == "split":
@@ -86,7 +85,7 @@ class PreferencePreparer:
             with open(self.cfg.chat_template, encoding="utf-8") as f:
                 tok.chat_template = f.read()
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        records, _ = _records(self.cfg, Meter())
+        records, _ = records_of(self.cfg)
         self.read(select(self.cfg, records), PairTokenizer(tok), progress)
         c = self.counts
         c.documents_in = self.preference["pairs_in"]

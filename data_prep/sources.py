@@ -175,3 +175,13 @@ def iter_hub(name: str, config: str | None, split: str) -> Iterator[Item]:
         ) from None
     for i, row in enumerate(stream):
         yield f"{name}:{split} row {i}", row, None
+
+
+def records_of(cfg, meter: Meter | None = None) -> tuple[Iterator[Item], int | None]:
+    """The (location, row, problem) records of a PrepConfig's input, a Hub dataset or local files, with the files'
+    total bytes for progress (None for a stream). Every reader of the input (documents, pairs, the holdout's
+    threshold pass) goes through here."""
+    if cfg.hub:
+        return iter_hub(cfg.hub, cfg.hub_config, cfg.split), None
+    files = resolve_files(list(cfg.inputs), cfg.split)
+    return iter_local(files, meter), sum(p.stat().st_size for p in files)

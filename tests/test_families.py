@@ -9,7 +9,8 @@ import pytest
 
 from longctx.config.architectures import SINK_MODEL_TYPES, find_model_config
 from longctx.config.chat_templates import TRAINING_TEMPLATES
-from longctx.config.families.registry import FAMILIES, family_of, registry_problems, short_names
+from longctx.config.families.check import registry_problems
+from longctx.config.families.registry import FAMILIES, family_of, short_names
 from longctx.config.families.schema import LayerType
 from longctx.config.linear_layers import GATED_ATTENTION
 from longctx.config.paths import RECIPES_DIR, SHORT_NAMES
