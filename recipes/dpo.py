@@ -11,31 +11,19 @@ The same strict recipe parser, mesh check, secret handling, process-wide fixes, 
 (longctx/training/preference/trainer.py): TRL's DPOTrainer with each answer's log-probs summed over the SP group.
 """
 
-import os
 import sys
 import warnings
 
 from transformers import AutoTokenizer
 from trl import get_peft_config
 
-from longctx.config.recipe import (
-    RecipeError,
-    command_line_overrides,
-    exit_on_recipe_error,
-    parse_recipe,
-    recipe_topology,
-)
-from longctx.config.run_paths import resolve_run_paths
-from longctx.training.credentials import move_hub_token_to_env
-from longctx.training.faults.guard import train_to_outcome
-from longctx.training.faults.signals import watch_for_preemption
+from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe
 from longctx.training.model_build import build_model, load_recipe_model
-from longctx.training.next_steps import next_steps
 from longctx.training.preference.collator import preference_datasets
 from longctx.training.preference.trainer import LongContextDPOTrainer
 from longctx.training.process_patches import install_process_patches
-from longctx.training.sequence_parallel.mesh import check_launched_mesh, report_mesh
-from longctx.training.shutdown import exit_cleanly
+from longctx.training.run_lifecycle import begin_run, finish_run
+from longctx.training.sequence_parallel.mesh import report_mesh
 
 # torch deprecations raised inside DeepSpeed/transformers collectives and by the per-sequence all-reduce, once per
 # step on every rank: they would bury the loss lines and are not actionable from a recipe.
@@ -43,18 +31,11 @@ warnings.filterwarnings("ignore", message=r".*(all_gather|all_reduce|reduce_scat
 
 
 def main(recipe, training_args, model_args):
-    watch_for_preemption()  # SIGTERM/SIGUSR1: stop at a step boundary with a checkpoint (longctx/training/faults/)
-    source = recipe.config_source
     if recipe.trainer != "dpo":
-        raise RecipeError(source, [f"`trainer` is `{recipe.trainer}`: run it with `make sft` (recipes/sft.py)"])
-    topo = recipe_topology(recipe)
-    relaunch = (
-        f"launch with `accelerate launch --config_file {topo.path} recipes/dpo.py --config {source}` (or `make dpo`), "
-        "or override `--accelerate_config` to the topology you launch with"
-    )
-    check_launched_mesh(topo, source, relaunch, use_cpu=training_args.use_cpu)  # before anything is downloaded
-    resolve_run_paths(recipe, training_args)
-    move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
+        raise RecipeError(
+            recipe.config_source, [f"`trainer` is `{recipe.trainer}`: run it with `make sft` (recipes/sft.py)"]
+        )
+    topo = begin_run(recipe, training_args, "recipes/dpo.py", "make dpo")  # before anything is downloaded
 
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,
@@ -91,21 +72,8 @@ def main(recipe, training_args, model_args):
     report_mesh(trainer, training_args.max_length)
     trainer.accelerator.print(isolation_line)
 
-    # ---- train (the reference pass runs first, on this mesh), then save. A preemption (after its checkpoint) or a
-    # non-finite step ends the run here with its exit status (longctx/config/exit_codes.py).
-    stopped = train_to_outcome(trainer, training_args.resume_from_checkpoint)
-    if stopped is not None:
-        exit_cleanly(stopped)
-    trainer.save_model(training_args.output_dir)
-    trainer.save_state()
-    trainer.accelerator.wait_for_everyone()  # no rank tears down its group while rank 0 writes
-    trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
-    overrides = command_line_overrides(sys.argv[1:])
-    lines = next_steps(source, os.path.abspath(training_args.output_dir), bool(model_args.use_peft), overrides)
-    for line in lines[1:]:  # load and export; `longctx eval` measures the language-model loss of SFT recipes
-        trainer.accelerator.print(line)
-    trainer.end()
-    exit_cleanly(0)
+    # ---- train (the reference pass runs first, on this mesh), then save and print the next steps
+    finish_run(trainer, recipe, training_args, model_args, evaluate=False)
 
 
 if __name__ == "__main__":

@@ -15,30 +15,18 @@ shard each rank actually received, and `LongContextSFTTrainer` (longctx/training
 SFTTrainer with the SP fixes as method overrides, after the process-wide ones (longctx/training/process_patches.py).
 """
 
-import os
 import sys
 import warnings
 
 from transformers import AutoTokenizer
 from trl import get_peft_config
 
-from longctx.config.recipe import (
-    RecipeError,
-    command_line_overrides,
-    exit_on_recipe_error,
-    parse_recipe,
-    recipe_topology,
-)
-from longctx.config.run_paths import resolve_run_paths
-from longctx.training.credentials import move_hub_token_to_env
+from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe
 from longctx.training.data.prepared import recipe_datasets
-from longctx.training.faults.guard import train_to_outcome
-from longctx.training.faults.signals import watch_for_preemption
 from longctx.training.model_build import build_model
-from longctx.training.next_steps import next_steps
 from longctx.training.process_patches import install_process_patches
-from longctx.training.sequence_parallel.mesh import check_launched_mesh, report_mesh
-from longctx.training.shutdown import exit_cleanly
+from longctx.training.run_lifecycle import begin_run, finish_run
+from longctx.training.sequence_parallel.mesh import report_mesh
 from longctx.training.trainer import LongContextSFTTrainer
 
 # torch deprecations raised inside DeepSpeed/transformers collectives, once per step on every rank: they
@@ -47,16 +35,7 @@ warnings.filterwarnings("ignore", message=r".*(all_gather|reduce_scatter_tensor|
 
 
 def main(recipe, training_args, model_args):
-    watch_for_preemption()  # SIGTERM/SIGUSR1: stop at a step boundary with a checkpoint (longctx/training/faults/)
-    source = recipe.config_source
-    topo = recipe_topology(recipe)
-    relaunch = (
-        f"launch with `accelerate launch --config_file {topo.path} recipes/sft.py --config {source}` (or `make sft`), "
-        "or override `--accelerate_config` to the topology you launch with"
-    )
-    check_launched_mesh(topo, source, relaunch, use_cpu=training_args.use_cpu)  # before anything is downloaded
-    resolve_run_paths(recipe, training_args)
-    move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
+    topo = begin_run(recipe, training_args, "recipes/sft.py", "make sft")  # before anything is downloaded
 
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,
@@ -69,9 +48,7 @@ def main(recipe, training_args, model_args):
         training_args.pad_to_multiple_of = topo.sp_size
 
     # ---- model, the process-wide fixes, then the trainer with its per-trainer and per-model ones
-    model = build_model(
-        recipe, model_args, training_args
-    )  # with the recipe's config overrides (longctx/training/model_build.py)
+    model = build_model(recipe, model_args, training_args)  # with the recipe's config overrides
     isolation_line = install_process_patches(recipe, model_args, model, topo.sp_size)
     trainer = LongContextSFTTrainer(
         model=model,
@@ -86,21 +63,8 @@ def main(recipe, training_args, model_args):
     report_mesh(trainer, training_args.max_length)
     trainer.accelerator.print(isolation_line)
 
-    # ---- train, then save (ZeRO-3 gathers the 16-bit weights on save, see the DeepSpeed JSON). A preemption (after
-    # its checkpoint) or a non-finite step ends the run here with its exit status (longctx/config/exit_codes.py).
-    stopped = train_to_outcome(trainer, training_args.resume_from_checkpoint)
-    if stopped is not None:
-        exit_cleanly(stopped)
-    trainer.save_model(training_args.output_dir)
-    trainer.save_state()
-    # No rank may tear down its process group while rank 0 is still writing (see longctx/training/shutdown.py).
-    trainer.accelerator.wait_for_everyone()
-    trainer.accelerator.print(f"[done] model saved to {os.path.abspath(training_args.output_dir)}")
-    overrides = command_line_overrides(sys.argv[1:])
-    for line in next_steps(source, os.path.abspath(training_args.output_dir), bool(model_args.use_peft), overrides):
-        trainer.accelerator.print(line)
-    trainer.end()
-    exit_cleanly(0)
+    # ---- train, then save and print the next steps (longctx/training/run_lifecycle.py)
+    finish_run(trainer, recipe, training_args, model_args)
 
 
 if __name__ == "__main__":

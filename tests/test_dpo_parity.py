@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.preference import eval_rows, prepare, train, write_pairs
+from tests.helpers.run_cache import run_cache
 
 pytestmark = pytest.mark.distributed
 
@@ -50,23 +51,16 @@ def mismatches(base, other) -> list[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dpo-parity")
-    data = write_pairs(root / "data")
-    cache = {}
+def one_run(root, data, mesh: str, script: str = "recipes/dpo.py", extra: tuple = ()):
+    """(history, weights, stdout, eval rows) of one launch on `mesh` (accelerate_configs/cpu-{mesh}.yaml)."""
+    name = "-".join([mesh, script.split("/")[-1][:-3], *extra]).replace("--", "")
+    history, weights, stdout = train(root, data, name, f"accelerate_configs/cpu-{mesh}.yaml", script, EVAL + extra)
+    steps = int(extra[extra.index("--max_steps") + 1]) if "--max_steps" in extra else STEPS
+    assert len(history) == steps
+    return history, weights, stdout, eval_rows(root / name)
 
-    def run(mesh: str, script: str = "recipes/dpo.py", extra: tuple = ()):
-        key = (mesh, script, extra)
-        if key not in cache:
-            name = "-".join([mesh, script.split("/")[-1][:-3], *extra]).replace("--", "")
-            cache[key] = train(root, data, name, f"accelerate_configs/cpu-{mesh}.yaml", script, EVAL + extra)
-            steps = int(extra[extra.index("--max_steps") + 1]) if "--max_steps" in extra else STEPS
-            assert len(cache[key][0]) == steps
-            cache[key] += (eval_rows(root / name),)
-        return cache[key]
 
-    return run
+runs = run_cache("dpo-parity", write_pairs, one_run)  # runs(mesh[, script, extra]): each launch once a session
 
 
 def test_rows_put_answers_on_both_sides_of_the_shard_boundary(tmp_path):

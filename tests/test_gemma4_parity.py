@@ -23,6 +23,7 @@ import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.moe_rows import write_rows
+from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -38,7 +39,7 @@ def launch(tmp, data, sp: int, script: str):
     return accelerate_launch(accel, script, args), out
 
 
-def train(tmp, data, sp: int, script: str):
+def train(tmp, data, sp: int, script: str = "recipes/sft.py"):
     from safetensors.torch import load_file
 
     proc, out = launch(tmp, data, sp, script)
@@ -49,18 +50,7 @@ def train(tmp, data, sp: int, script: str):
     return history, load_file(out / "model.safetensors"), proc.stdout
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gemma4")
-    data, cache = write_rows(tmp / "data"), {}
-
-    def run(sp: int, script: str = "recipes/sft.py"):
-        if (sp, script) not in cache:
-            cache[(sp, script)] = train(tmp, data, sp, script)
-        return cache[(sp, script)]
-
-    run.tmp, run.data = tmp, data
-    return run
+runs = run_cache("gemma4", write_rows, train)  # runs(sp[, script]): each launch once a session
 
 
 @pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
@@ -96,6 +86,6 @@ def test_gate_catches_the_window_left_to_the_mask_at_sp2(runs):
 def test_deepspeed_alone_refuses_gemma4_heads(runs):
     """Without the per-layer head split DeepSpeed's registration reads one head_dim for all layers, which
     transformers refuses for Gemma 4's config: the run stops before its first step, naming the attribute."""
-    proc, _ = launch(runs.tmp, runs.data, 2, "tests/helpers/deepspeed_heads_only.py")
+    proc, _ = launch(runs.folder, runs.data, 2, "tests/helpers/deepspeed_heads_only.py")
     assert proc.returncode != 0
     assert "AmbiguousGlobalPerLayerAttributeError" in proc.stdout + proc.stderr

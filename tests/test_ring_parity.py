@@ -15,6 +15,7 @@ import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.packed_parity import write_packed, write_separate
+from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import mismatches
 
 ACCUMULATE = ("--gradient_accumulation_steps", "2")
@@ -38,16 +39,11 @@ def train(tmp, kind: str, mesh: str, script: str = "recipes/sft.py", extra: tupl
     return proc.stdout, (log_history(out), load_file(out / "model.safetensors"))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp, cache = tmp_path_factory.mktemp("ring"), {}
+def one_run(folder, data, kind: str, mesh: str, script: str = "recipes/sft.py", extra: tuple = ()):
+    return train(folder, kind, mesh, script, extra)  # each run writes its own rows (packed or separate)
 
-    def run(kind: str, mesh: str, script: str = "recipes/sft.py", extra: tuple = ()):
-        if (kind, mesh, script, extra) not in cache:
-            cache[(kind, mesh, script, extra)] = train(tmp, kind, mesh, script, extra)
-        return cache[(kind, mesh, script, extra)]
 
-    return run
+runs = run_cache("ring", lambda data: None, one_run)  # runs(kind, mesh[, script, extra]): each launch once
 
 
 # Every launch here has 4 processes or repeats the default tier's guard, so all are `slow` (make test-all). The
