@@ -147,6 +147,7 @@ def test_the_copied_recipe_trains_in_a_team_repository(copied):
     assert f"[done] model saved to {out}" in log and (out / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_a_recipe_with_the_retrieval_slice_trains_in_a_team_repository(copied):
     tmp, copy = copied
     out = copy / "outputs" / "retrieval"

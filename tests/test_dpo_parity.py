@@ -17,7 +17,9 @@ import pytest
 from tests.helpers.preference import eval_rows, prepare, train, write_pairs
 from tests.helpers.run_cache import run_cache
 
-pytestmark = pytest.mark.distributed
+# slow (make test-all), for the 10-minute default tier; in it: tests/test_dpo_reference.py (sp=2 against
+# a DPO loss written by hand over each sequence alone)
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 STEPS = 4
 METRICS = ("loss", "grad_norm", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins")

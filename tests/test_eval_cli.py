@@ -94,7 +94,8 @@ def test_make_eval_at_sp2_dp2_with_an_odd_grid_scores_every_example_once_and_sho
 @pytest.mark.distributed
 # zero3.json (no optimizer section) is what the tiny recipe's zero3-cpu.json already covers above
 @pytest.mark.parametrize(
-    "zero", ["zero3-offload-all.json", pytest.param("zero3-offload-optimizer.json", marks=pytest.mark.slow)]
+    "zero",
+    [pytest.param(z, marks=pytest.mark.slow) for z in ("zero3-offload-all.json", "zero3-offload-optimizer.json")],
 )
 def test_eval_prepares_the_model_with_each_offload_deepspeed_json(zero, tmp_path):
     """The GPU recipes' offload DeepSpeed JSONs, on a 1-process CPU mesh with the tiny model. Both name DeepSpeed's

@@ -70,7 +70,7 @@ SLOW = pytest.mark.slow
     "name",
     [
         "sp2-dp2-shard",
-        # accumulation under SP in the default tier: tests/test_moe_router_parity.py (2 micro-batches per step)
+        # accumulation under SP in the default tier: tests/test_gemma4_parity.py (2 micro-batches per step)
         pytest.param("2-machines-sp-across", marks=SLOW),  # also the accumulation case: sp=2 with accumulation 2
         pytest.param("sp2-ga2", marks=SLOW),  # the same on one machine
         pytest.param("sp2-dp2-replicate", marks=SLOW),
@@ -86,6 +86,7 @@ def test_sp1_accumulation_matches_sp1_dp2(runs):
     assert mismatches(runs("sp1-dp2")[:2], runs("sp1-ga2")[:2]) == []
 
 
+@pytest.mark.slow  # reads the 2-machine run, itself slow
 def test_label_tokens_are_uneven_across_shards_and_micro_batches(runs):
     """What sp=2 with accumulation 2 really computed: per step, 2 micro-batches x 2 shards of label counts."""
     records = runs("2-machines-sp-across")[2]

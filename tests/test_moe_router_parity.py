@@ -19,7 +19,9 @@ from tests.helpers.run_cache import run_cache
 from tests.helpers.zero_configs import zero_variant
 from tests.test_sp_parity import mismatches, train, write_rows
 
-pytestmark = pytest.mark.distributed
+# slow (make test-all), for the 10-minute default tier; in it: gpt-oss's gate (router aux on) and
+# tests/test_router_aux_zero.py
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 STEPS = 3
 RECIPE = "tests/recipes/moe-router-parity.yaml"

@@ -31,6 +31,7 @@ def trained(tmp_path, proc, fmt: str) -> None:
     assert len(log_history(tmp_path / "out")) == 1
 
 
+@pytest.mark.slow  # the default tier prepares the same file in-process (tests/test_own_data.py)
 def test_a_sharegpt_jsonl_trains_through_make_sft(tmp_path):
     data = tmp_path / "chats.jsonl"
     data.write_text("".join(json.dumps(sharegpt(i)) + "\n" for i in range(8)))

@@ -16,7 +16,8 @@ import pytest
 
 from tests.helpers import REPO
 
-pytestmark = pytest.mark.subprocess  # each engine runs in a child process (DeepSpeed's process group)
+# slow (make test-all), for the 10-minute default tier; each engine runs in a child process (DeepSpeed's process group)
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 
 def run(*flags: str) -> dict:

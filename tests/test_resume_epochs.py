@@ -21,7 +21,8 @@ import pytest
 from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers.launch import REPO, accelerate_launch, assert_ok, log_history
 
-pytestmark = pytest.mark.distributed
+# slow (make test-all), for the 10-minute default tier; in it: mid-epoch resume in tests/test_faults_launch.py
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 PROBE = "tests/helpers/resume_probe.py"
 HAYSTACK = Path(__file__).resolve().parents[1] / "recipes/assets/tiny-haystack/train.jsonl"

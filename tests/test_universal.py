@@ -58,7 +58,7 @@ def refused_until(resume: list[str], accumulation: int | None) -> list[str]:
     [
         pytest.param("sp2-to-sp1", marks=pytest.mark.slow),
         pytest.param("sp4-to-sp2", marks=pytest.mark.slow),
-        "sp2-dp2-to-sp2",
+        pytest.param("sp2-dp2-to-sp2", marks=pytest.mark.slow),  # all slow: the 10-minute default tier
     ],
 )
 def test_checkpoint_resumes_on_another_mesh_through_the_universal_format(tmp_path, case):
