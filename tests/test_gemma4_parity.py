@@ -26,7 +26,9 @@ from tests.helpers.moe_rows import write_rows
 from tests.helpers.run_cache import run_cache
 from tests.test_sp_parity import mismatches
 
-pytestmark = pytest.mark.distributed
+# slow (make test-all), for the 10-minute default tier; in it: windows inside documents under SP (gpt-oss's gate,
+# the same kernels) and the per-layer head fit in process (tests/test_gemma4_shapes.py)
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 RECIPE = "tests/recipes/gemma4-parity.yaml"
 STEPS = 4  # the recipe's max_steps
@@ -53,7 +55,7 @@ def train(tmp, data, sp: int, script: str = "recipes/sft.py"):
 runs = run_cache("gemma4", write_rows, train)  # runs(sp[, script]): each launch once a session
 
 
-@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
+@pytest.mark.parametrize("sp", [2, 4])
 def test_gemma4_sp_matches_sp1(runs, sp):
     assert mismatches(runs(1), runs(sp)) == []
 

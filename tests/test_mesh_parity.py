@@ -70,7 +70,7 @@ SLOW = pytest.mark.slow
     "name",
     [
         "sp2-dp2-shard",
-        # accumulation under SP in the default tier: tests/test_gemma4_parity.py (2 micro-batches per step)
+        # accumulation under SP in the default tier: tests/test_isolation_training.py (the ring of two, 2 per step)
         pytest.param("2-machines-sp-across", marks=SLOW),  # also the accumulation case: sp=2 with accumulation 2
         pytest.param("sp2-ga2", marks=SLOW),  # the same on one machine
         pytest.param("sp2-dp2-replicate", marks=SLOW),

@@ -18,7 +18,10 @@ from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers.launch import assert_ok, log_history
 from tests.helpers.resume_runs import FAKE_TOKEN, fingerprints, launch_resume, losses
 
-pytestmark = pytest.mark.distributed
+# slow (make test-all), for the 10-minute default tier; in it: the preempt / crash-mid-save / resume chain
+# (tests/test_faults_launch.py: resumed losses, data order and weights; the killed rank named) and a token-carrying
+# `make sft` with a checkpoint (tests/test_sft_e2e.py)
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 KILL_STEP = 5
 DEATH_BUDGET_S = 150  # start-up (~25 s on 2 busy cores) + 4 steps + torchrun tearing the group down
