@@ -480,3 +480,19 @@ def test_offline_the_missing_items_are_named_with_the_command_that_stages_them(c
     said = capsys.readouterr().err
     assert "this machine is offline: model weights and config meta-llama/Llama-3.1-8B-Instruct." in said
     assert "`python -m longctx fetch llama8b-256k`" in said and "LongAlign" not in said
+
+
+def test_eval_needs_no_staged_training_dataset_where_a_training_run_does():
+    """`longctx eval` reads prepared rows only: offline, the recipe's uncached `dataset_name` must not stop it (it
+    did: the Qwen3.5 eval test failed on `set-by-the-test`), while `make sft`'s preflight still names it."""
+    from longctx.preflight.run import preflight_parser, run_preflight
+
+    recipe = "tests/recipes/qwen35-parity.yaml"
+
+    def dataset_problems(*flags: str) -> list:
+        args = preflight_parser().parse_args([recipe, "--this-machine", *flags])
+        _, problems, _ = run_preflight(recipe, [], args)
+        return [p for p in problems if p.key == "dataset_name" and "not in the Hugging Face cache" in p.message]
+
+    assert dataset_problems(), "a training launch must name the unstaged dataset"
+    assert dataset_problems("--no-dataset") == []

@@ -36,7 +36,8 @@ def main(argv: list[str]) -> int:
         return validate([args.recipe_path, "--intended", "--", *overrides])
     from longctx.launch.prepare import preflight_here
 
-    if preflight_here(args.recipe_path, overrides) is None:  # this machine can run the recipe's mesh, or stop here
+    # this machine can run the recipe's mesh, or stop here; eval reads prepared rows, never the training dataset
+    if preflight_here(args.recipe_path, overrides, reads_dataset=False) is None:
         return 1
     cmd = accelerate_argv(topo.path, worker_target(args, overrides), port=free_port())
     announce(cmd)

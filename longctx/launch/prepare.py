@@ -17,14 +17,13 @@ def data_prep_argv(recipe: str, flags: list[str], overrides: list[str]) -> list[
     return [sys.executable, "-m", "data_prep", "--recipe", recipe, *flags, "--", *overrides]
 
 
-def preflight_here(recipe: str, overrides: list[str], num_nodes: int | None = None):
+def preflight_here(recipe: str, overrides: list[str], num_nodes: int | None = None, reads_dataset: bool = True):
     """The preflight checks for a launch on this machine (and `num_nodes` like it); the resolved `Launch`, or
-    None after printing the errors."""
+    None after printing the errors. `reads_dataset=False`: the run never reads `dataset_name` (eval)."""
     from longctx.preflight.run import preflight_parser, print_report, run_preflight
 
-    args = preflight_parser().parse_args(
-        [recipe, "--this-machine", *(["--num-nodes", str(num_nodes)] if num_nodes else [])]
-    )
+    flags = [*(["--num-nodes", str(num_nodes)] if num_nodes else []), *([] if reads_dataset else ["--no-dataset"])]
+    args = preflight_parser().parse_args([recipe, "--this-machine", *flags])
     launch, problems, notes = run_preflight(recipe, overrides, args)
     return launch if print_report(launch, problems, notes, args, plan=False)["ok"] else None
 

@@ -34,6 +34,7 @@ class Machine:
     host_memory_gib: float | None = None  # RAM of one node: `--host-memory-gb`, or read here with --this-machine
     source: str = "unknown"  # visible | flags | intended | unknown
     this_machine: bool = False  # `make sft`: the launch happens here, so what is visible is authoritative
+    reads_dataset: bool = True  # False for `longctx eval`, which reads prepared rows only, never `dataset_name`
 
 
 @dataclass

@@ -28,6 +28,7 @@ def resolve_machine(launch: Launch, args) -> list[str]:
     """Fill `launch.machine` and return notes on the checks that could not run for lack of hardware facts."""
     m = launch.machine
     m.this_machine = bool(args.this_machine)
+    m.reads_dataset = not getattr(args, "no_dataset", False)
     m.gpu_memory_gb = args.gpu_memory_gb
     m.host_memory_gib = args.host_memory_gb or (host_ram_gib() if m.this_machine else None)
     if args.num_gpus is not None:

@@ -61,6 +61,8 @@ def preflight_parser(command: str = "validate") -> argparse.ArgumentParser:
     parser.add_argument("--all", action="store_true", help="every recipe under recipes/")
     parser.add_argument("--intended", action="store_true", help="GPUs per machine from each accelerate YAML")
     parser.add_argument("--this-machine", action="store_true", help="the launch runs here (used by `make sft`)")
+    # `longctx eval`: the run reads prepared rows only, so the recipe's dataset need not be staged
+    parser.add_argument("--no-dataset", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
