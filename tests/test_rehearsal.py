@@ -32,7 +32,8 @@ DEFAULT_TIER: tuple[str, ...] = ()
 # folders, the CPU rule for sp>1 (one shape on every rank)
 MAY_CHANGE = set(SET_FOR_CPU) | {
     "model_name_or_path", "model_init", "model_config_source", "dataset_name", "dataset_train_split",
-    "dataset_config", "max_length", "max_steps", "save_strategy", "save_steps", "logging_steps", "output_dir",
+    "dataset_config", "max_length", "max_steps", "save_strategy", "save_steps", "save_total_limit", "logging_steps",
+    "output_dir",
     "prepared_data_dir", "accelerate_config", "report_to", "pad_to_multiple_of", "eval_holdout", "eval_steps",
 }  # fmt: skip
 
@@ -66,6 +67,8 @@ def test_the_miniature_changes_only_what_a_cpu_cannot_run(name, tmp_path):
     assert stage.get("stage") == real.get("stage") and stage.get("offload_optimizer") == real.get("offload_optimizer")
     assert (derived.deepspeed or {}).get("optimizer") == real_json.get("optimizer")  # offloaded: DeepSpeed CPU Adam
     assert "zero_force_ds_cpu_optimizer" not in (derived.deepspeed or {})
+    # the rehearsal resumes its checkpoint-2 after the final save: a recipe keeping 1 (the 70B) would delete it
+    assert derived.recipe.get("save_total_limit") is None
 
 
 def test_meshes_shrink_keeping_their_structure():

@@ -123,6 +123,7 @@ def sized(work: Path) -> dict:
         "max_steps": STEPS,
         "save_strategy": "steps",
         "save_steps": SAVE_AT,
+        "save_total_limit": None,  # the rehearsal resumes checkpoint-2 after the final one is saved (the 70B keeps 1)
         "logging_steps": 1,
         "output_dir": str(work / "out"),
         "prepared_data_dir": str(work / "prepared"),
