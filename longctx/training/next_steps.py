@@ -9,15 +9,19 @@ import shlex
 from pathlib import Path
 
 
-def next_steps(recipe: str, output_dir: str, lora: bool, overrides: list[str] = ()) -> list[str]:
+def next_steps(
+    recipe: str, output_dir: str, lora: bool, overrides: list[str] = (), evaluate: bool = True
+) -> list[str]:
     """The lines printed after `[done] model saved to ...`; `overrides`: the run's command line after its recipe
-    (a LoRA export rebuilds the base from the recipe as the run did; secrets masked)."""
+    (a LoRA export rebuilds the base from the recipe as the run did; secrets masked). `evaluate`: the
+    `longctx eval` line, which measures the language-model loss (SFT runs)."""
     from longctx.training.credentials import redact_argv
 
     out = shlex.quote(str(output_dir))
     has_checkpoint = any(Path(output_dir).glob("checkpoint-*/latest"))
     tail = f" -- {shlex.join(redact_argv(list(overrides)))}" if overrides else ""
-    lines = [f"[next] evaluate: python -m longctx eval {shlex.quote(recipe)} --checkpoint {out}{tail}"]
+    evaluation = f"[next] evaluate: python -m longctx eval {shlex.quote(recipe)} --checkpoint {out}{tail}"
+    lines = [evaluation] if evaluate else []
     if lora:
         merged = shlex.quote(str(Path(output_dir) / "export-merged"))
         lines.append(

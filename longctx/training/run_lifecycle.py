@@ -49,8 +49,7 @@ def finish_run(trainer, recipe, training_args, model_args, evaluate: bool = True
     output_dir = os.path.abspath(training_args.output_dir)
     trainer.accelerator.print(f"[done] model saved to {output_dir}")
     overrides = command_line_overrides(sys.argv[1:])
-    lines = next_steps(recipe.config_source, output_dir, bool(model_args.use_peft), overrides)
-    for line in lines if evaluate else lines[1:]:
+    for line in next_steps(recipe.config_source, output_dir, bool(model_args.use_peft), overrides, evaluate):
         trainer.accelerator.print(line)
     trainer.end()
     exit_cleanly(0)
