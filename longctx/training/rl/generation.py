@@ -1,0 +1,98 @@
+"""Sampling completions with transformers on each rank (CPU, tests, and GPUs without vLLM), under Ulysses SP.
+
+How the SP group shares the work: each rank generates the completions of the prompts it loaded itself (TRL's
+sampler hands every rank of the world its own slice of the generation batch: `per_device_train_batch_size x
+steps_per_generation` prompt copies), so no completion is sampled twice and no rank waits for another while
+decoding; a group of G copies of one prompt lands on one rank whenever `per_device_train_batch_size x
+steps_per_generation` is a multiple of G. The training forward then lays out the SP group's union
+(longctx/training/rl/log_probs.py). The cost: a rank holds the whole model for generation (ZeRO-3 gathers it, TRL's
+`ds3_gather_for_generation`), and the group exchanges token ids (an all-gather of ints) before each forward.
+
+While a rank decodes alone, its attention must be the plain one: DeepSpeed registers its Ulysses wrapper under the
+recipe's attention name (`sdpa`) for the whole process, and that wrapper all-to-alls every attention call across the
+SP group, which ranks decoding different prompts of different lengths cannot do. `local_attention` puts back, for
+the duration of generation, the function the wrapper wrapped (the isolated sdpa), read when the trainer was built.
+
+Long prompts: each distinct prompt is prefilled once (its last token left for `generate`), the cache is repeated for
+its copies, and the copies decode together from it, where TRL's transformers path pads G copies and prefills each
+(G x the prompt's prefill compute). The cache itself is still G copies (transformers' caches do not share blocks;
+vLLM's prefix caching on GPUs does). The model is in eval mode while sampling (no dropout: as vLLM samples).
+"""
+
+import contextlib
+
+import torch
+
+
+def attention_before_sp(name: str | None):
+    """The function registered under `name` now: call before accelerate registers Ulysses SP (the trainer's init)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    return ALL_ATTENTION_FUNCTIONS.get(name)
+
+
+@contextlib.contextmanager
+def local_attention(name: str | None, function):
+    """While generating, `name` runs `function` (the attention without SP) instead of the Ulysses wrapper."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    if function is None or name not in ALL_ATTENTION_FUNCTIONS or ALL_ATTENTION_FUNCTIONS[name] is function:
+        yield
+        return
+    wrapper = ALL_ATTENTION_FUNCTIONS[name]
+    # registered in longctx/training/patches/registry.py
+    ALL_ATTENTION_FUNCTIONS[name] = function
+    try:
+        yield
+    finally:
+        ALL_ATTENTION_FUNCTIONS[name] = wrapper
+
+
+def cut_at_eos(tokens: list[int], eos_ids: list[int]) -> list[int]:
+    """The completion up to and including its first EOS (TRL masks everything after it)."""
+    for i, token in enumerate(tokens):
+        if token in eos_ids:
+            return tokens[: i + 1]
+    return tokens
+
+
+def _copies(prompts: list[list[int]]) -> dict[tuple[int, ...], list[int]]:
+    where: dict[tuple[int, ...], list[int]] = {}
+    for i, prompt in enumerate(prompts):
+        where.setdefault(tuple(prompt), []).append(i)
+    return where
+
+
+def sample_one_prompt(model, prompt: tuple[int, ...], copies: int, generation_config, device) -> list[list[int]]:
+    """`copies` completions of one prompt: its first P - 1 tokens prefilled once, the cache repeated per copy."""
+    from transformers import DynamicCache
+
+    ids = torch.tensor([prompt], device=device)
+    extra = {}
+    if len(prompt) > 1:
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids[:, :-1], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache.batch_repeat_interleave(copies)
+        extra["past_key_values"] = cache
+    batch = ids.expand(copies, -1)
+    out = model.generate(
+        input_ids=batch, attention_mask=torch.ones_like(batch), generation_config=generation_config, **extra
+    )
+    return out[:, len(prompt) :].tolist()
+
+
+def generate_shared_prefill(model, prompts: list[list[int]], generation_config, eos_ids, device) -> list[list[int]]:
+    """One completion per prompt copy, in the order of `prompts` (module docstring: one prefill per distinct
+    prompt), each cut after its first EOS."""
+    out: list = [None] * len(prompts)
+    was_training = model.training
+    model.eval()
+    try:
+        for prompt, where in _copies(prompts).items():
+            for i, tokens in zip(
+                where, sample_one_prompt(model, prompt, len(where), generation_config, device), strict=True
+            ):
+                out[i] = cut_at_eos(tokens, eos_ids)
+    finally:
+        model.train(was_training)
+    return out
