@@ -8,10 +8,7 @@ steps_per_generation` is a multiple of G. The training forward then lays out the
 (longctx/training/rl/log_probs.py). The cost: a rank holds the whole model for generation (ZeRO-3 gathers it, TRL's
 `ds3_gather_for_generation`), and the group exchanges token ids (an all-gather of ints) before each forward.
 
-While a rank decodes alone, its attention must be the plain one: DeepSpeed registers its Ulysses wrapper under the
-recipe's attention name (`sdpa`) for the whole process, and that wrapper all-to-alls every attention call across the
-SP group, which ranks decoding different prompts of different lengths cannot do. `local_attention` puts back, for
-the duration of generation, the function the wrapper wrapped (the isolated sdpa), read when the trainer was built.
+While a rank decodes alone its attention is the plain one, not Ulysses' (longctx/training/rl/ulysses.py).
 
 Long prompts: each distinct prompt is prefilled once (its last token left for `generate`), the cache is repeated for
 its copies, and the copies decode together from it, where TRL's transformers path pads G copies and prefills each
@@ -19,33 +16,7 @@ its copies, and the copies decode together from it, where TRL's transformers pat
 vLLM's prefix caching on GPUs does). The model is in eval mode while sampling (no dropout: as vLLM samples).
 """
 
-import contextlib
-
 import torch
-
-
-def attention_before_sp(name: str | None):
-    """The function registered under `name` now: call before accelerate registers Ulysses SP (the trainer's init)."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    return ALL_ATTENTION_FUNCTIONS.get(name)
-
-
-@contextlib.contextmanager
-def local_attention(name: str | None, function):
-    """While generating, `name` runs `function` (the attention without SP) instead of the Ulysses wrapper."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    if function is None or name not in ALL_ATTENTION_FUNCTIONS or ALL_ATTENTION_FUNCTIONS[name] is function:
-        yield
-        return
-    wrapper = ALL_ATTENTION_FUNCTIONS[name]
-    # registered in longctx/training/patches/registry.py
-    ALL_ATTENTION_FUNCTIONS[name] = function
-    try:
-        yield
-    finally:
-        ALL_ATTENTION_FUNCTIONS[name] = wrapper
 
 
 def cut_at_eos(tokens: list[int], eos_ids: list[int]) -> list[int]:

@@ -30,11 +30,12 @@ from longctx.training.checkpoints.resume import checkpoint_topology
 from longctx.training.checkpoints.universal import use_universal_if_needed
 from longctx.training.model_build import save_effective_config
 from longctx.training.rl.batches import deal_groups
-from longctx.training.rl.generation import attention_before_sp, generate_shared_prefill, local_attention
+from longctx.training.rl.generation import generate_shared_prefill
 from longctx.training.rl.log_probs import GroupScorer
 from longctx.training.rl.loss import bnpo_group_scale
 from longctx.training.rl.reference import prepare_reference
 from longctx.training.rl.support import refuse_unsupported
+from longctx.training.rl.ulysses import attention_before_sp, local_attention, rows_per_forward
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
 from longctx.training.sequence_parallel.mesh import sp_size
 from longctx.training.trainer import LongContextSFTTrainer
@@ -192,11 +193,13 @@ class LongContextGRPOTrainer(GRPOTrainer):
         return 1
 
     def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):
-        """The Trainer wraps the loader in DeepSpeed's SP adapter, which shards tensor batches along the sequence;
-        GRPO's batches are prompts, and its rows are built after generation: the plain loader is kept."""
+        """Ulysses registered for one group row per forward (ulysses.py); and the Trainer wraps the loader in
+        DeepSpeed's SP adapter, which shards tensor batches along the sequence, where GRPO's batches are prompts
+        and its rows are built after generation: the plain loader is kept."""
         from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPDataLoaderAdapter
 
-        model, loader = super()._prepare_for_training(max_steps, train_dataloader, resume_from_checkpoint)
+        with rows_per_forward(1):
+            model, loader = super()._prepare_for_training(max_steps, train_dataloader, resume_from_checkpoint)
         if isinstance(loader, UlyssesSPDataLoaderAdapter):
             loader = loader.dl
             self.callback_handler.train_dataloader = loader

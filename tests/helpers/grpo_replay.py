@@ -1,0 +1,120 @@
+"""recipes/grpo.py with fixed completions, for the GRPO parity tests (tests/test_grpo_parity.py).
+
+The trainer's sampling (`generate_shared_prefill`) is replaced by a replay: the k-th copy of a prompt on rank r gets
+a completion drawn from a generator seeded by (prompt, r, k), 1 to `MAX_COMPLETION` tokens, some ending in EOS, so
+every run and the reference see the same completions whatever the mesh. Each rank writes what it "generated", in
+order, to `$GRPO_REPLAY_DUMP/rank{r}.jsonl`; the reference reads those files back. The reward is `token_reward`
+below (this module's import path goes in the recipe's `reward_funcs`). Everything else is recipes/grpo.py as
+launched by `make grpo`.
+
+`GRPO_CONTROL` selects a deliberately broken run for the negative controls:
+- `shard_log_probs`: each rank keeps its own shard's per-token log-probs only (zeros elsewhere), as a trainer that
+  scored the SP shards without gathering them would;
+- `cross_attention`: document isolation switched off, so the completions of a row see each other (and the other
+  groups' prompts).
+
+Until grpo-edge's prompt loader (`longctx.training.data.prompts`) and reward loader (`longctx.training.rl.rewards`)
+are in this branch, minimal stand-ins with their contract's signatures are installed (grpo-interface.md): a JSONL
+folder of prompts, `module:function` import paths. With them present, theirs run.
+"""
+
+import importlib
+import json
+import os
+import random
+import runpy
+import sys
+import types
+import zlib
+from pathlib import Path
+
+import torch
+
+MAX_COMPLETION = 12
+EOS = 1
+
+
+def token_reward(prompts, completions, completion_ids, **kwargs):
+    """A reward that differs within a group: the share of even token ids in the completion, plus its length / 10."""
+    return [sum(t % 2 == 0 for t in ids) / len(ids) + len(ids) / 10 for ids in completion_ids]
+
+
+def replayed(prompt: list[int], rank: int, k: int, vocab: int) -> list[int]:
+    rng = random.Random(zlib.crc32(json.dumps([prompt, rank, k]).encode()))
+    tokens = [rng.randrange(3, vocab) for _ in range(rng.randint(1, MAX_COMPLETION))]
+    if rng.random() < 0.5:
+        tokens[-1] = EOS
+    return tokens
+
+
+def replay_generation(model, prompts, generation_config, eos_ids, device):
+    """The trainer's `generate_shared_prefill`, replaying fixed completions and recording them."""
+    rank = int(os.environ.get("RANK", "0"))
+    seen: dict[tuple, int] = {}
+    out = []
+    for prompt in prompts:
+        k = seen.get(tuple(prompt), 0)
+        seen[tuple(prompt)] = k + 1
+        out.append(replayed(list(prompt), rank, k, model.config.vocab_size))
+    with open(Path(os.environ["GRPO_REPLAY_DUMP"]) / f"rank{rank}.jsonl", "a") as f:
+        f.write(json.dumps({"prompts": [list(p) for p in prompts], "completions": out}) + "\n")
+    return out
+
+
+def stand_in_modules() -> None:
+    """grpo-edge's loaders, where this branch does not have them yet (module docstring)."""
+    try:
+        importlib.import_module("longctx.training.data.prompts")
+    except ImportError:
+        prompts = types.ModuleType("longctx.training.data.prompts")
+
+        def prompt_datasets(recipe, config, model_args, topo):
+            from datasets import load_dataset
+
+            return load_dataset("json", data_files=str(Path(recipe.dataset_name) / "train.jsonl"))["train"], None
+
+        prompts.prompt_datasets = prompt_datasets
+        sys.modules[prompts.__name__] = prompts
+    try:
+        importlib.import_module("longctx.training.rl.rewards")
+    except ImportError:
+        rewards = types.ModuleType("longctx.training.rl.rewards")
+
+        def load_reward_functions(paths, config_source):
+            paths = [paths] if isinstance(paths, str) else paths
+            return [getattr(importlib.import_module(p.split(":")[0]), p.split(":")[1]) for p in paths]
+
+        rewards.load_reward_functions = load_reward_functions
+        sys.modules[rewards.__name__] = rewards
+
+
+def shard_only(local, group, divisor):
+    """The broken gather: this rank's shard in place, zeros where the other shards' positions are."""
+    if group is None:
+        return local
+    sp, rank = torch.distributed.get_world_size(group), torch.distributed.get_rank(group)
+    full = local.new_zeros(sp * local.shape[0])
+    return full.index_copy(0, torch.arange(rank * local.shape[0], (rank + 1) * local.shape[0]), local)
+
+
+def main() -> None:
+    stand_in_modules()
+    from longctx.training.rl import log_probs, trainer
+
+    trainer.generate_shared_prefill = replay_generation
+    control = os.environ.get("GRPO_CONTROL")
+    if control == "shard_log_probs":
+        log_probs.gather_tokens = shard_only
+    elif control == "cross_attention":
+        from longctx.training.attention import isolation
+
+        isolation.set_isolation_enabled(False)
+    elif control:
+        raise SystemExit(f"unknown GRPO_CONTROL {control!r}")
+    entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "grpo.py"
+    sys.argv = [str(entrypoint), *sys.argv[1:]]
+    runpy.run_path(str(entrypoint), run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

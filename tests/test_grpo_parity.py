@@ -1,0 +1,187 @@
+"""An independent reference for GRPO under SP: every completion run alone in plain transformers, the loss by hand.
+
+The launched runs are recipes/grpo.py (through tests/helpers/grpo_replay.py, which replays fixed completions and
+records them) on the tiny Llama, DeepSpeed ZeRO-3, Ulysses over gloo: sp=2 and sp=4, accumulation 2, 4 completions
+a prompt (one prompt group per micro-step: `per_device_train_batch_size` = 4 / sp), the KL term on (beta 0.2),
+`num_iterations: 2` (each generation trains two steps: the second on old-policy log-probs, ratios clipped at
+epsilon 0.05), temperature 0.9, plain SGD. Each mesh runs once with prefix sharing and once without, `dapo` and
+`grpo` each at both meshes and both layouts.
+
+The reference never touches this repository's GRPO code: it reads the prompt and completion ids the ranks recorded,
+scores each `prompt + completion` alone with an eager-attention model (log-softmax of logits / T at each completion
+token), computes the rewards and group advantages ((r - group mean) / (group std + 1e-4)), and writes the loss out:
+per token -min(ratio x A, clip(ratio, 1 - eps, 1 + eps) x A) + beta x ratio x (exp(ref - logp) - (ref - logp) - 1),
+`dapo` summed over all completion tokens of the step over their count, `grpo` each completion's token mean averaged
+over the completions. Three SGD steps by autograd give every step's loss and gradient norm and the final weights.
+
+Negative controls at sp=2 (shared rows, dapo): each rank keeping only its own shard's log-probs, and document
+isolation off (the completions see each other): both must fail the comparison.
+"""
+
+import copy
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers.grpo_replay import token_reward
+from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.run_cache import run_cache
+from tests.helpers.tiny_model import tiny_checkpoint
+
+pytestmark = pytest.mark.distributed
+
+RECIPE = "tests/recipes/grpo-parity.yaml"
+G, STEPS, ITERATIONS, LR, BETA, EPSILON, TEMPERATURE = 4, 3, 2, 0.5, 0.2, 0.05, 0.9
+WORDS = "alpha beta gamma delta river stone cloud paper window orange silver market garden".split()
+
+
+def write_inputs(folder: Path) -> None:
+    """Eight text prompts of 20 to 120 tokens, and the starting model (random tiny Llama, saved)."""
+    rng = random.Random(3)
+    folder.mkdir(parents=True)
+    with open(folder / "train.jsonl", "w") as f:
+        for _ in range(8):
+            words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 40)))
+            f.write(json.dumps({"prompt": words + " ?"}) + "\n")
+    tiny_checkpoint(folder / "model", seed=11)
+
+
+@dataclass
+class Run:
+    history: list[dict]
+    weights: dict
+    generations: list[list[tuple[list[int], list[int]]]]  # per generation: (prompt, completion) in global order
+
+
+def read_generations(dump: Path, sp: int) -> list[list[tuple[list[int], list[int]]]]:
+    """The world's generation batches in TRL's global order: rank 0's samples, then rank 1's, ..."""
+    per_rank = [[json.loads(line) for line in (dump / f"rank{r}.jsonl").read_text().splitlines()] for r in range(sp)]
+    calls = []
+    for call in zip(*per_rank, strict=True):
+        calls.append([(p, c) for part in call for p, c in zip(part["prompts"], part["completions"], strict=True)])
+    return calls
+
+
+def one_run(folder: Path, data: Path, sp: int, shared: bool, loss_type: str, control: str = "") -> Run:
+    from safetensors.torch import load_file
+
+    out = folder / f"sp{sp}-{'shared' if shared else 'documents'}-{loss_type}-{control or 'real'}"
+    (out / "dump").mkdir(parents=True)
+    accel = f"accelerate_configs/cpu-sp{sp}.yaml"
+    args = ["--config", RECIPE, "--accelerate_config", accel, "--model_name_or_path", str(data / "model")]
+    args += ["--dataset_name", str(data), "--output_dir", str(out), "--per_device_train_batch_size", str(G // sp)]
+    args += ["--loss_type", loss_type, "--prefix_sharing", str(shared)]
+    env = {"GRPO_REPLAY_DUMP": str(out / "dump"), "GRPO_CONTROL": control}
+    proc = accelerate_launch(accel, "tests/helpers/grpo_replay.py", args, env=env, timeout=900)
+    assert_ok(proc)
+    return Run(log_history(out), load_file(out / "model.safetensors"), read_generations(out / "dump", sp))
+
+
+runs = run_cache("grpo_parity", write_inputs, one_run)
+
+
+# ---- the reference, written out by hand
+
+
+def token_log_probs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
+    ids = torch.tensor([prompt + completion])
+    logits = model(input_ids=ids).logits[0, :-1].float() / TEMPERATURE
+    picked = logits.log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0]
+    return picked[len(prompt) - 1 :]
+
+
+def advantages(batch) -> list[float]:
+    rewards = torch.tensor(token_reward(None, None, [c for _, c in batch]))
+    groups = rewards.view(-1, G)
+    mean, std = groups.mean(1, keepdim=True), groups.std(1, keepdim=True)  # unbiased, as TRL's nanstd
+    return ((groups - mean) / (std + 1e-4)).flatten().tolist()
+
+
+def per_token_loss(logp, old, ref, advantage) -> torch.Tensor:
+    ratio = torch.exp(logp - old)
+    clipped = torch.clamp(ratio, 1 - EPSILON, 1 + EPSILON)
+    policy = -torch.min(ratio * advantage, clipped * advantage)
+    kl = torch.exp(ref - logp) - (ref - logp) - 1
+    return policy + BETA * ratio * kl
+
+
+def step_loss(model, batch, old, ref, adv, loss_type: str) -> torch.Tensor:
+    losses = [
+        per_token_loss(token_log_probs(model, p, c), o, r, a)
+        for (p, c), o, r, a in zip(batch, old, ref, adv, strict=True)
+    ]
+    if loss_type == "dapo":
+        return torch.cat(losses).sum() / sum(len(x) for x in losses)
+    return torch.stack([x.mean() for x in losses]).mean()
+
+
+def by_hand(model_dir: Path, generations, loss_type: str):
+    """(per-step losses, gradient norms, final weights) of STEPS SGD steps of the loss written out above."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    reference = copy.deepcopy(model).requires_grad_(False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    losses, norms = [], []
+    for step in range(STEPS):
+        batch = generations[step // ITERATIONS]
+        if step % ITERATIONS == 0:  # a new generation: the old policy is the model that sampled it
+            with torch.no_grad():
+                old = [token_log_probs(model, p, c) for p, c in batch]
+                ref = [token_log_probs(reference, p, c) for p, c in batch]
+            adv = advantages(batch)
+        optimizer.zero_grad()
+        loss = step_loss(model, batch, old, ref, adv, loss_type)
+        loss.backward()
+        norms.append(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters())).item())
+        losses.append(loss.item())
+        optimizer.step()
+    return losses, norms, {k: v.detach() for k, v in model.state_dict().items()}
+
+
+def relative(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b, strict=True))
+
+
+def compare(runs, run: Run, loss_type: str) -> dict:
+    """The worst relative differences of the run against the reference (loss, grad norm) and absolute of weights."""
+    assert len(run.generations) == -(-STEPS // ITERATIONS) and all(len(b) == 8 for b in run.generations)
+    from safetensors.torch import load_file
+
+    losses, norms, weights = by_hand(runs.data / "model", run.generations, loss_type)
+    start = load_file(runs.data / "model" / "model.safetensors")
+    return {
+        "loss": relative([row["loss"] for row in run.history], losses),
+        "grad_norm": relative([row["grad_norm"] for row in run.history], norms),
+        "weights": max((run.weights[k] - weights[k]).abs().max().item() for k in run.weights),
+        "moved": max((weights[k] - start[k]).abs().max().item() for k in run.weights),
+        "reference_losses": losses,
+    }
+
+
+CASES = [(2, True, "dapo"), (2, False, "grpo"), (4, True, "grpo"), (4, False, "dapo")]
+
+
+@pytest.mark.parametrize(
+    "sp, shared, loss_type",
+    [pytest.param(*CASES[0], id="sp2-shared-dapo")] + [pytest.param(*c, marks=pytest.mark.slow) for c in CASES[1:]],
+)
+def test_launched_grpo_equals_every_completion_alone(runs, sp, shared, loss_type):
+    run = runs(sp, shared, loss_type)
+    result = compare(runs, run, loss_type)
+    print(f"sp={sp} shared={shared} {loss_type}: {result}")
+    assert len(run.history) == STEPS
+    assert result["loss"] < 1e-5 and result["grad_norm"] < 1e-5, result
+    assert result["weights"] < 1e-6 < result["moved"], result
+
+
+@pytest.mark.parametrize("control", ["shard_log_probs", pytest.param("cross_attention", marks=pytest.mark.slow)])
+def test_negative_controls_fail_the_comparison(runs, control):
+    run = runs(2, True, "dapo", control)
+    result = compare(runs, run, "dapo")
+    print(f"control {control}: {result}")
+    assert result["grad_norm"] > 1e-3 or result["loss"] > 1e-3, result
