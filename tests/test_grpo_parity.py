@@ -36,7 +36,21 @@ pytestmark = pytest.mark.distributed
 
 RECIPE = "tests/recipes/grpo-parity.yaml"
 G, STEPS, ITERATIONS, LR, BETA, EPSILON, TEMPERATURE = 4, 3, 2, 0.5, 0.2, 0.05, 0.9
-WORDS = "alpha beta gamma delta river stone cloud paper window orange silver market garden".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "river",
+    "stone",
+    "cloud",
+    "paper",
+    "window",
+    "orange",
+    "silver",
+    "market",
+    "garden",
+]
 
 
 def write_inputs(folder: Path) -> None:
