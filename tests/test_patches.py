@@ -199,12 +199,17 @@ def overridden_methods(cls, base) -> set[str]:
 
 def trainer_classes():
     """(our trainer, the TRL trainer it extends): every trainer class whose overrides the registry lists."""
-    from trl import DPOTrainer, SFTTrainer
+    from trl import DPOTrainer, GRPOTrainer, SFTTrainer
 
     from longctx.training.preference.trainer import LongContextDPOTrainer
+    from longctx.training.rl.trainer import LongContextGRPOTrainer
     from longctx.training.trainer import LongContextSFTTrainer
 
-    return [(LongContextSFTTrainer, SFTTrainer), (LongContextDPOTrainer, DPOTrainer)]
+    return [
+        (LongContextSFTTrainer, SFTTrainer),
+        (LongContextDPOTrainer, DPOTrainer),
+        (LongContextGRPOTrainer, GRPOTrainer),
+    ]
 
 
 @pytest.mark.parametrize("ours, base", trainer_classes(), ids=lambda c: c.__name__)

@@ -105,10 +105,17 @@ def main() -> None:
     control = os.environ.get("GRPO_CONTROL")
     if control == "shard_log_probs":
         log_probs.gather_tokens = shard_only
-    elif control == "cross_attention":
+    elif control == "cross_attention":  # after the entrypoint installs isolation (which switches it on)
         from longctx.training.attention import isolation
 
-        isolation.set_isolation_enabled(False)
+        install = isolation.install_document_isolation
+
+        def install_then_switch_off(*args, **kwargs):
+            line = install(*args, **kwargs)
+            isolation.set_isolation_enabled(False)
+            return line
+
+        isolation.install_document_isolation = install_then_switch_off
     elif control:
         raise SystemExit(f"unknown GRPO_CONTROL {control!r}")
     entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "grpo.py"

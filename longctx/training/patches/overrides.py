@@ -4,6 +4,7 @@ fingerprinted like patches: no upstream object is replaced, but each override ca
 here."""
 
 from longctx.training.patches.entries import Override
+from longctx.training.patches.grpo import GRPO_OVERRIDES
 from longctx.training.patches.registry import STAGE3, STAGE12
 
 TRAINER = "longctx.training.trainer:LongContextSFTTrainer"
@@ -313,3 +314,4 @@ OVERRIDES: tuple[Override, ...] = (
         ),
     ),
 )
+OVERRIDES += GRPO_OVERRIDES  # the GRPO trainer's (longctx/training/patches/grpo.py)

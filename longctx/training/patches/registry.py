@@ -21,6 +21,7 @@ fingerprints with `python -m longctx.training.patches.check --print` and update 
 """
 
 from longctx.training.patches.entries import Patch
+from longctx.training.patches.grpo import GRPO_PATCHES
 
 STAGE3 = "deepspeed.runtime.zero.stage3.DeepSpeedZeroOptimizer_Stage3"
 STAGE12 = "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer"
@@ -473,3 +474,4 @@ PATCHES: tuple[Patch, ...] = (
         ),
     ),
 )
+PATCHES += GRPO_PATCHES  # the GRPO trainer's (longctx/training/patches/grpo.py)

@@ -27,11 +27,16 @@ def local_tokens(inputs: dict) -> torch.Tensor:
     return mask.sum().float()
 
 
+def bnpo_scale(mine: torch.Tensor, group_tokens: torch.Tensor, sp: int) -> torch.Tensor:
+    """sp x m_r / M (module docstring). A rank without tokens has a zero loss, whatever it is scaled by."""
+    return sp * mine.clamp(min=1.0) / group_tokens.clamp(min=1.0)
+
+
 def bnpo_group_scale(inputs: dict, group, sp: int) -> torch.Tensor:
-    """sp x m_r / M (module docstring), a constant: 1 without SP."""
+    """This rank's `bnpo` scale, M summed over the SP group (one all-reduce of a count); 1 without SP."""
     mine = local_tokens(inputs)
     if group is None:
         return torch.ones_like(mine)
     total = mine.clone()
     dist.all_reduce(total, group=group)
-    return sp * mine.clamp(min=1.0) / total.clamp(min=1.0)
+    return bnpo_scale(mine, total, sp)
