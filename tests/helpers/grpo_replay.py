@@ -7,7 +7,8 @@ order, to `$GRPO_REPLAY_DUMP/rank{r}.jsonl`; the reference reads those files bac
 below (this module's import path goes in the recipe's `reward_funcs`). Everything else is recipes/grpo.py as
 launched by `make grpo`.
 
-`GRPO_CONTROL` selects a deliberately broken run for the negative controls:
+`GRPO_CONTROL=generate` keeps the trainer's own sampling and records it (the SP generation test); other values
+select a deliberately broken run for the negative controls:
 - `shard_log_probs`: each rank keeps its own shard's per-token log-probs only (zeros elsewhere), as a trainer that
   scored the SP shards without gathering them would;
 - `cross_attention`: document isolation switched off, so the completions of a row see each other (and the other
@@ -47,6 +48,13 @@ def replayed(prompt: list[int], rank: int, k: int, vocab: int) -> list[int]:
     return tokens
 
 
+def record(prompts, completions) -> None:
+    """Append one generation call of this rank to its dump file."""
+    rank = int(os.environ.get("RANK", "0"))
+    with open(Path(os.environ["GRPO_REPLAY_DUMP"]) / f"rank{rank}.jsonl", "a") as f:
+        f.write(json.dumps({"prompts": [list(p) for p in prompts], "completions": completions}) + "\n")
+
+
 def replay_generation(model, prompts, generation_config, eos_ids, device):
     """The trainer's `generate_shared_prefill`, replaying fixed completions and recording them."""
     rank = int(os.environ.get("RANK", "0"))
@@ -56,9 +64,19 @@ def replay_generation(model, prompts, generation_config, eos_ids, device):
         k = seen.get(tuple(prompt), 0)
         seen[tuple(prompt)] = k + 1
         out.append(replayed(list(prompt), rank, k, model.config.vocab_size))
-    with open(Path(os.environ["GRPO_REPLAY_DUMP"]) / f"rank{rank}.jsonl", "a") as f:
-        f.write(json.dumps({"prompts": [list(p) for p in prompts], "completions": out}) + "\n")
+    record(prompts, out)
     return out
+
+
+def recording(generate):
+    """The trainer's own generation, each call recorded (`GRPO_CONTROL=generate`)."""
+
+    def generate_and_record(model, prompts, generation_config, eos_ids, device):
+        out = generate(model, prompts, generation_config, eos_ids, device)
+        record(prompts, out)
+        return out
+
+    return generate_and_record
 
 
 def stand_in_modules() -> None:
@@ -101,9 +119,14 @@ def main() -> None:
     stand_in_modules()
     from longctx.training.rl import log_probs, trainer
 
-    trainer.generate_shared_prefill = replay_generation
     control = os.environ.get("GRPO_CONTROL")
-    if control == "shard_log_probs":
+    if control == "generate":
+        trainer.generate_shared_prefill = recording(trainer.generate_shared_prefill)
+    else:
+        trainer.generate_shared_prefill = replay_generation
+    if control in ("generate", "", None):
+        pass
+    elif control == "shard_log_probs":
         log_probs.gather_tokens = shard_only
     elif control == "cross_attention":  # after the entrypoint installs isolation (which switches it on)
         from longctx.training.attention import isolation
@@ -116,7 +139,7 @@ def main() -> None:
             return line
 
         isolation.install_document_isolation = install_then_switch_off
-    elif control:
+    else:
         raise SystemExit(f"unknown GRPO_CONTROL {control!r}")
     entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "grpo.py"
     sys.argv = [str(entrypoint), *sys.argv[1:]]

@@ -97,13 +97,20 @@ def lay_out(sequences: list[Sequence], shared: bool, pad_id: int, multiple: int 
     return Row(cat(ids), cat(pos), cat(labels), owner_, index_, real)
 
 
+def group_tokens(prompt: int, completions: list[int], shared: bool) -> int:
+    """Row tokens of one prompt's completions (before padding): each completion's tokens but its last, after the
+    prompt once (`shared`: P - 1 + sum(C)) or after its own copy of the prompt (n x (P - 1) + sum(C)). With a
+    128K-token prompt and 8 completions of 4K: 163,839 against 1,081,336 (6.6x). What the plan and the data report
+    compare; `row_tokens` counts it over laid-out sequences."""
+    completions = [c for c in completions if c]
+    copies = 1 if shared and prompt > 1 else len(completions)
+    return copies * (prompt - 1) + sum(completions) if completions else 0
+
+
 def row_tokens(sequences: list[Sequence], shared: bool) -> int:
-    """Tokens these sequences take in a row before padding (what the data report and the plan compare): unshared
-    each group costs n x P + sum(C_k - 1), shared (P > 1) P - 1 + n + sum(C_k - 1)."""
+    """Tokens these sequences take in a row before padding (`group_tokens` summed over their prompts)."""
     scored = [s for s in sequences if s.completion]
-    total = 0
-    for group in prompt_groups(scored):
-        prompt, n = len(scored[group[0]].prompt), len(group)
-        completions = sum(len(scored[i].completion) - 1 for i in group)
-        total += (prompt - 1 + n if shared and prompt > 1 else n * prompt) + completions
-    return total
+    return sum(
+        group_tokens(len(scored[g[0]].prompt), [len(scored[i].completion) for i in g], shared)
+        for g in prompt_groups(scored)
+    )

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from longctx.training.rl.layout import Row, Sequence, lay_out, prompt_groups
+from longctx.training.rl.layout import Row, Sequence, lay_out, prompt_groups, row_tokens
 
 
 def sequences_of(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_width: int) -> list[Sequence]:
@@ -141,8 +141,12 @@ class GroupScorer:
         rows = chunks(union, per_rank * self.sp if per_rank else None)
         device, count = input_ids.device, len(local)
         picked, targets = [], []
+        self.last_tokens = {"row_tokens": 0, "row_tokens_unshared": 0}  # this call's rows (the trainer logs them)
         for members in rows:
-            row = lay_out([union[i] for i in members], self.shared, self.pad_id, self.sp)
+            sequences = [union[i] for i in members]
+            row = lay_out(sequences, self.shared, self.pad_id, self.sp)
+            self.last_tokens["row_tokens"] += row.real
+            self.last_tokens["row_tokens_unshared"] += row_tokens(sequences, shared=False)
             logps, ent = self.forward(model, row, device, entropy)
             at = np.nonzero(row.owner >= 0)[0]
             owner = np.asarray(members, np.int64)[row.owner[at]] - offset

@@ -119,6 +119,12 @@ class LongContextGRPOTrainer(GRPOTrainer):
         logps, entropies = scorer.token_log_probs(
             model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy
         )
+        if (
+            torch.is_grad_enabled()
+        ):  # the policy's scoring of a micro-step: what its rows cost with and without sharing
+            mode = "train" if self.model.training else "eval"
+            for name, tokens in scorer.last_tokens.items():
+                self._metrics[mode][f"prefix_sharing/{name}"].append(float(tokens))
         return logps, entropies, None
 
     def _compute_loss(self, model, inputs):
