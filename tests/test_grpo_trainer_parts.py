@@ -59,7 +59,9 @@ def test_model_features_refused():
 
     assert model_problems(model(layer_types=["full_attention"]), False, False) == []
     assert "router_aux_loss_coef: 0.0" in model_problems(model(), True, False)[0]
-    assert "Gated DeltaNet" in model_problems(model(layer_types=["linear_attention", "full_attention"]), False, False)[0]
+    assert (
+        "Gated DeltaNet" in model_problems(model(layer_types=["linear_attention", "full_attention"]), False, False)[0]
+    )
     assert "multimodal" in model_problems(model(), False, True)[0]
 
 
