@@ -37,6 +37,22 @@ from longctx.training.sequence_parallel.mesh import sp_enabled, sp_size
 from longctx.training.trainer import LongContextSFTTrainer
 
 
+def refuse_router_aux(trainer) -> None:
+    """The recipe rule on the built model (its config may not have been on disk at parse time), and TRL's own
+    decision: a load-balancing term TRL would add is refused, never dropped (longctx/config/rules/preference.py)."""
+    from longctx.config.problems import error
+    from longctx.config.recipe import RecipeError
+    from longctx.config.rules.preference import router_aux_problems
+
+    source = trainer.recipe.config_source
+    problems = router_aux_problems(trainer.args.router_aux_loss_coef, trainer.model.config.to_dict(), source)
+    if trainer.aux_loss_enabled and not problems:  # TRL enables it where the rule saw nothing: refused all the same
+        msg = f"is {trainer.router_aux_loss_coef} for this model; the long-context DPO trainer does not compute it"
+        problems = [error(source, "router_aux_loss_coef", msg, "set `router_aux_loss_coef: 0`")]
+    if problems:
+        raise RecipeError(source, problems)
+
+
 class PairlessPadding(RankShare):
     """An eval rank's share of rows, its padding rows holding no pair (sequence_ids -1: no sums, no metrics)."""
 
@@ -66,6 +82,7 @@ class LongContextDPOTrainer(DPOTrainer):
         self.sp = sp_size(self.accelerator)
         if self.sp > 1:  # what DeepSpeed divides the summed gradients by decides the reduction's gradient
             set_gradient_divisor(self.accelerator, self.sp)
+        refuse_router_aux(self)
         LongContextSFTTrainer.install_model_fixes(self)  # the policy: prepare_model, as SFT's (prefix sharing too)
         LongContextSFTTrainer.add_run_callbacks(self)  # throughput/MFU/memory, topology.json, optimizer report
 
