@@ -69,6 +69,7 @@ def enable_prefix_sharing(model, recipe) -> None:
     on the attention paths that implement it: full attention through the isolated sdpa. Refused elsewhere."""
     from longctx.config.recipe import RecipeError
     from longctx.training.attention.isolation import sliding_window_layers
+    from longctx.training.attention.sinks import sink_family
 
     config = model.config
     layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"])
@@ -77,8 +78,8 @@ def enable_prefix_sharing(model, recipe) -> None:
         why = f"attention {config._attn_implementation!r} (prefix sharing runs on sdpa's document isolation)"
     elif sliding_window_layers(config) or layer_types != {"full_attention"}:
         why = "sliding-window or linear-attention layers (a branch would need the prompt's state: not implemented)"
-    elif getattr(config, "model_type", "") == "gpt_oss":
-        why = "attention sinks (gpt-oss)"
+    elif (family := sink_family(config)) is not None:
+        why = f"attention sinks ({family.name})"
     if why is None and install_shared_prefix_layout(model):
         return
     fix = "set `prefix_sharing: false`"
