@@ -102,6 +102,7 @@ def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, c
     topo = read_topology(REPO / accel)
     sp = topo.sp_size
     args = ["--config", RECIPE, "--accelerate_config", accel, "--model_name_or_path", str(data / "model")]
+    args += ["--model_init", "pretrained"]
     args += ["--dataset_name", str(data), "--output_dir", str(out), "--per_device_train_batch_size", str(G // sp)]
     args += ["--loss_type", loss_type, "--prefix_sharing", str(shared), *extra]
     env = {"GRPO_REPLAY_DUMP": str(out / "dump"), "GRPO_CONTROL": control}

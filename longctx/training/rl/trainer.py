@@ -24,11 +24,11 @@ from trl import GRPOTrainer
 from trl.models.utils import unwrap_model_for_generation
 
 from longctx.config.recipe import RecipeError
-from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.checkpoints.commit import save_atomically
 from longctx.training.checkpoints.resume import checkpoint_topology
 from longctx.training.checkpoints.universal import use_universal_if_needed
 from longctx.training.model_build import save_effective_config
+from longctx.training.model_fixes import require_prepared
 from longctx.training.rl.batches import deal_groups
 from longctx.training.rl.generation import generate_shared_prefill
 from longctx.training.rl.log_probs import GroupScorer
@@ -63,23 +63,9 @@ class LongContextGRPOTrainer(GRPOTrainer):
             set_gradient_divisor(self.accelerator, self.sp)
         self.attention_name = self.model.config._attn_implementation
         self.attention_without_sp = attention_before_sp(self.attention_name)  # before accelerate registers Ulysses
-        LongContextSFTTrainer.install_model_fixes(self)  # document isolation, ALST, ... as for SFT
-        self.install_attention_layouts(config.prefix_sharing)
+        LongContextSFTTrainer.install_model_fixes(self)  # the policy: prepare_model, as SFT's (prefix sharing too)
         LongContextSFTTrainer.add_run_callbacks(self)  # throughput/MFU/memory, topology.json, optimizer report
         self._scorer = None
-
-    def install_attention_layouts(self, prefix_sharing: bool) -> None:
-        """Prefix sharing on the policy; a frozen reference gets the policy's document isolation and sharing."""
-        from longctx.training.preference.trainer import enable_prefix_sharing
-
-        if prefix_sharing:
-            enable_prefix_sharing(self.model, self.recipe)
-        if self.ref_model is None:
-            return
-        reference = getattr(self.ref_model, "module", self.ref_model)
-        install_document_layout(reference, self.recipe, self.attention_name)
-        if prefix_sharing:
-            enable_prefix_sharing(reference, self.recipe)
 
     def sp_group(self):
         if self.sp == 1:
@@ -206,6 +192,9 @@ class LongContextGRPOTrainer(GRPOTrainer):
 
         with rows_per_forward(1):
             model, loader = super()._prepare_for_training(max_steps, train_dataloader, resume_from_checkpoint)
+        require_prepared(self.model, "policy")  # no model runs half-prepared (longctx/training/model_fixes.py)
+        if self.ref_model is not None:
+            require_prepared(self.ref_model, "reference")
         if isinstance(loader, UlyssesSPDataLoaderAdapter):
             loader = loader.dl
             self.callback_handler.train_dataloader = loader
