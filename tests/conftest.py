@@ -67,3 +67,21 @@ def uninterrupted_resume_run(tmp_path_factory):
     proc = launch_resume(root / "out", root / "probe", "--hub_token", FAKE_TOKEN)
     assert_ok(proc)
     return {"out": root / "out", "probe": root / "probe", "proc": proc}
+
+
+@pytest.fixture
+def isolation():
+    """The isolated sdpa registered as `sdpa` (longctx/training/attention/isolation.py) for one test, then
+    transformers' own sdpa and mask back, and no varlen kernel."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    from longctx.training.attention import varlen
+    from longctx.training.attention.isolation import install_document_isolation
+
+    install_document_isolation("sdpa")
+    yield
+    AttentionInterface.register("sdpa", sdpa_attention_forward)
+    AttentionMaskInterface.register("sdpa", sdpa_mask)
+    varlen.set_kernel(None)

@@ -10,12 +10,9 @@ in tests/test_grpo_parity.py.
 
 import pytest
 import torch
-from transformers import AttentionInterface, GenerationConfig
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import GenerationConfig
 
 from longctx.training.attention.document_layout import install_document_layout
-from longctx.training.attention.isolation import install_document_isolation
 from longctx.training.rl.generation import cut_at_eos, generate_shared_prefill
 
 EOS = 1
@@ -27,7 +24,7 @@ def model(request):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     if request.param == "isolated":
-        install_document_isolation("sdpa")
+        request.getfixturevalue("isolation")  # tests/conftest.py
     config = LlamaConfig(
         hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=45,
         num_hidden_layers=2, vocab_size=64, attn_implementation="sdpa", eos_token_id=EOS, pad_token_id=2,
@@ -36,9 +33,7 @@ def model(request):
     model = LlamaForCausalLM(config).train()  # the trainer's model is in train mode; generation switches it
     if request.param == "isolated":
         install_document_layout(model, None, "sdpa")
-    yield model
-    AttentionInterface.register("sdpa", sdpa_attention_forward)
-    AttentionMaskInterface.register("sdpa", sdpa_mask)
+    return model
 
 
 def config(sample: bool) -> GenerationConfig:

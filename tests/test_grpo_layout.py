@@ -14,12 +14,9 @@ import contextlib
 import numpy as np
 import pytest
 import torch
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from longctx.training.attention.document_layout import install_document_layout, install_shared_prefix_layout
-from longctx.training.attention.isolation import install_document_isolation, set_isolation_enabled
+from longctx.training.attention.isolation import set_isolation_enabled
 from longctx.training.rl.layout import IGNORE, Sequence, lay_out, row_tokens
 from longctx.training.rl.log_probs import GroupScorer, chunks
 
@@ -33,14 +30,6 @@ SEQUENCES = [
     Sequence(tuple(range(10, 31)), (80, 81)),
     Sequence(tuple(range(60, 69)), ()),
 ]
-
-
-@pytest.fixture
-def isolation():
-    install_document_isolation("sdpa")
-    yield
-    AttentionInterface.register("sdpa", sdpa_attention_forward)
-    AttentionMaskInterface.register("sdpa", sdpa_mask)
 
 
 def tiny_llama(shared: bool):

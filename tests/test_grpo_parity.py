@@ -227,7 +227,8 @@ def test_launched_grpo_equals_every_completion_alone(runs, mesh, shared, loss_ty
     assert result["weights"] < 1e-6 < result["moved"], result
 
 
-@pytest.mark.parametrize("control", ["shard_log_probs", pytest.param("cross_attention", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("control", ["shard_log_probs", "cross_attention"])
 def test_negative_controls_fail_the_comparison(runs, control):
     run = runs("sp2", True, "dapo", control)
     result = compare(runs, run, "dapo")
@@ -246,6 +247,7 @@ def greedy(model, prompt: list[int]) -> list[int]:
     return out[: out.index(1) + 1] if 1 in out else out
 
 
+@pytest.mark.slow
 def test_sp_ranks_generate_their_own_prompts_and_train_the_union(runs):
     """At sp=2 (greedy decoding, one step): rank 0 samples all 4 completions of the first prompt and rank 1 those of
     the second, nothing twice; each completion is what plain transformers generates from the starting weights (so

@@ -13,14 +13,11 @@ import copy
 import numpy as np
 import pytest
 import torch
-from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from data_prep.preference import IGNORE, Pair, lay_out
 from longctx.training.attention import varlen
 from longctx.training.attention.document_layout import install_document_layout, install_shared_prefix_layout
-from longctx.training.attention.isolation import install_document_isolation
 from longctx.training.attention.shared_prefix import SharedPrefixError, find_prefixes
 
 PAIRS = [Pair(list(range(3, 12)), [20, 21, 22], [30, 31, 32, 33]), Pair(list(range(40, 46)), [50], [60, 61])]
@@ -40,15 +37,6 @@ def reference_varlen(
         sdpa = torch.nn.functional.scaled_dot_product_attention
         outs.append(sdpa(q, k, v, attn_mask=mask, scale=scale, enable_gqa=enable_gqa))
     return torch.cat(outs, dim=1).transpose(0, 1)
-
-
-@pytest.fixture
-def isolation():
-    install_document_isolation("sdpa")
-    yield
-    AttentionInterface.register("sdpa", sdpa_attention_forward)
-    AttentionMaskInterface.register("sdpa", sdpa_mask)
-    varlen.set_kernel(None)
 
 
 def tiny_llama() -> LlamaForCausalLM:
