@@ -37,7 +37,7 @@ from tests.helpers.zero_configs import zero_variant
 pytestmark = pytest.mark.distributed
 
 RECIPE = "tests/recipes/grpo-parity.yaml"
-G, STEPS, ITERATIONS, LR, BETA, EPSILON, TEMPERATURE = 4, 3, 2, 0.5, 0.2, 0.05, 0.9
+G, STEPS, ITERATIONS, LR, BETA, EPSILON, TEMPERATURE, SEED = 4, 3, 2, 0.5, 0.2, 0.05, 0.9, 7
 WORDS = [
     "alpha",
     "beta",
@@ -108,7 +108,9 @@ def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, c
     env = {"GRPO_REPLAY_DUMP": str(out / "dump"), "GRPO_CONTROL": control}
     proc = accelerate_launch(accel, "tests/helpers/grpo_replay.py", args, env=env, timeout=900)
     assert_ok(proc)
-    return Run(log_history(out), load_file(out / "model.safetensors"), read_generations(out / "dump", topo.world_size))
+    weights = out / "model.safetensors"
+    weights = weights if weights.is_file() else out / "adapter_model.safetensors"  # a LoRA run saves its adapter
+    return Run(log_history(out), load_file(weights), read_generations(out / "dump", topo.world_size))
 
 
 runs = run_cache("grpo_parity", write_inputs, one_run)
@@ -149,15 +151,30 @@ def step_loss(model, batch, old, ref, adv, loss_type: str) -> torch.Tensor:
     return torch.stack([x.mean() for x in losses]).mean()
 
 
-def by_hand(model_dir: Path, generations, loss_type: str):
-    """(per-step losses, gradient norms, final weights) of STEPS SGD steps of the loss written out above."""
+def with_adapter(model, lora_args: tuple):
+    """The LoRA adapter TRL's GRPOTrainer wraps the model in for these recipe keys, from the same seed."""
+    from peft import get_peft_model
+    from transformers import set_seed
+    from trl import ModelConfig, TrlParser, get_peft_config
+
+    (model_args,) = TrlParser((ModelConfig,)).parse_args_into_dataclasses(args=list(lora_args))
+    set_seed(SEED)  # GRPOTrainer.__init__ seeds just before it applies PEFT
+    return get_peft_model(model, get_peft_config(model_args))
+
+
+def by_hand(model_dir: Path, generations, loss_type: str, lora_args: tuple = (), steps: int = STEPS):
+    """(per-step losses, gradient norms, final trained weights) of STEPS SGD steps of the loss written out above;
+    with `lora_args`, of a LoRA adapter (the reference is then the base model: the adapter switched off)."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    reference = copy.deepcopy(model).requires_grad_(False)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    reference = copy.deepcopy(model).requires_grad_(False)  # the starting weights: also the base under LoRA
+    if lora_args:
+        model = with_adapter(model, lora_args)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(trained, lr=LR)
     losses, norms = [], []
-    for step in range(STEPS):
+    for step in range(steps):
         batch = generations[step // ITERATIONS]
         if step % ITERATIONS == 0:  # a new generation: the old policy is the model that sampled it
             with torch.no_grad():
@@ -167,10 +184,11 @@ def by_hand(model_dir: Path, generations, loss_type: str):
         optimizer.zero_grad()
         loss = step_loss(model, batch, old, ref, adv, loss_type)
         loss.backward()
-        norms.append(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters())).item())
+        norms.append(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in trained)).item())
         losses.append(loss.item())
         optimizer.step()
-    return losses, norms, {k: v.detach() for k, v in model.state_dict().items()}
+    weights = {k.replace(".default.", "."): v.detach() for k, v in model.state_dict().items()}  # PEFT's file names
+    return losses, norms, weights
 
 
 def relative(a: list[float], b: list[float]) -> float:
@@ -196,7 +214,10 @@ def compare(runs, run: Run, loss_type: str) -> dict:
 
 
 # (mesh, prefix sharing, loss type, extra recipe keys): each loss type at both meshes and both layouts; then sp x dp,
-# ZeRO-2 (its other gradient path) and gradient checkpointing (TRL's default) with sharing.
+# ZeRO-2 (its other gradient path), gradient checkpointing (TRL's default) and LoRA (the reference is the base model,
+# the adapter switched off) with sharing.
+LORA = ("--use_peft", "true", "--lora_r", "4", "--lora_alpha", "8", "--lora_dropout", "0.0")
+LORA += ("--lora_target_modules", "q_proj", "v_proj", "up_proj")
 CASES = [
     ("sp2", True, "dapo", ()),
     ("sp2", False, "grpo", ()),
@@ -205,12 +226,14 @@ CASES = [
     ("sp2-dp2-shard", True, "dapo", ()),
     ("sp2-zero2", True, "grpo", ()),
     ("sp2", True, "grpo", ("--gradient_checkpointing", "true")),
+    ("sp2", True, "dapo", LORA),
 ]
 
 
 def case_id(case) -> str:
     mesh, shared, loss_type, extra = case
-    return f"{mesh}-{'shared' if shared else 'documents'}-{loss_type}" + ("-checkpointing" if extra else "")
+    feature = "-lora" if extra == LORA else "-checkpointing" if extra else ""
+    return f"{mesh}-{'shared' if shared else 'documents'}-{loss_type}{feature}"
 
 
 @pytest.mark.parametrize(
@@ -220,7 +243,7 @@ def case_id(case) -> str:
 )
 def test_launched_grpo_equals_every_completion_alone(runs, mesh, shared, loss_type, extra):
     run = runs(mesh, shared, loss_type, "", extra)
-    result = compare(runs, run, loss_type)
+    result = compare(runs, run, loss_type, extra if extra == LORA else ())
     print(f"{case_id((mesh, shared, loss_type, extra))}: {result}")
     assert len(run.history) == STEPS
     assert result["loss"] < 1e-5 and result["grad_norm"] < 1e-5, result
