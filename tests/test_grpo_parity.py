@@ -71,6 +71,7 @@ class Run:
     history: list[dict]
     weights: dict
     generations: list[list[tuple[list[int], list[int]]]]  # per generation: (prompt, completion) in global order
+    evaluations: list[dict]  # the logged `eval_*` rows
 
 
 def read_generations(dump: Path, world: int) -> list[list[tuple[list[int], list[int]]]]:
@@ -110,7 +111,10 @@ def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, c
     assert_ok(proc)
     weights = out / "model.safetensors"
     weights = weights if weights.is_file() else out / "adapter_model.safetensors"  # a LoRA run saves its adapter
-    return Run(log_history(out), load_file(weights), read_generations(out / "dump", topo.world_size))
+    generations = read_generations(out / "dump", topo.world_size)
+    state = json.loads((out / "trainer_state.json").read_text())
+    evaluations = [row for row in state["log_history"] if "eval_loss" in row]
+    return Run(log_history(out), load_file(weights), generations, evaluations)
 
 
 runs = run_cache("grpo_parity", write_inputs, one_run)
@@ -197,13 +201,11 @@ def relative(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) for x, y in zip(a, b, strict=True)) / max(abs(y) for y in b)
 
 
-def compare(runs, run: Run, loss_type: str) -> dict:
+def compare(runs, run: Run, loss_type: str, lora_args: tuple = ()) -> dict:
     """The worst relative differences of the run against the reference (loss, grad norm) and absolute of weights."""
     assert len(run.generations) == -(-STEPS // ITERATIONS)
-    from safetensors.torch import load_file
-
-    losses, norms, weights = by_hand(runs.data / "model", run.generations, loss_type)
-    start = load_file(runs.data / "model" / "model.safetensors")
+    losses, norms, weights = by_hand(runs.data / "model", run.generations, loss_type, lora_args)
+    start = by_hand(runs.data / "model", run.generations, loss_type, lora_args, steps=0)[2]
     return {
         "loss": relative([row["loss"] for row in run.history], losses),
         "grad_norm": relative([row["grad_norm"] for row in run.history], norms),
@@ -214,8 +216,9 @@ def compare(runs, run: Run, loss_type: str) -> dict:
 
 
 # (mesh, prefix sharing, loss type, extra recipe keys): each loss type at both meshes and both layouts; then sp x dp,
-# ZeRO-2 (its other gradient path), gradient checkpointing (TRL's default) and LoRA (the reference is the base model,
-# the adapter switched off) with sharing.
+# ZeRO-2 (its other gradient path), gradient checkpointing (TRL's default) with ALST's TiledMLP and checkpoint
+# offload, and LoRA (the reference is the base model, the adapter switched off), each with sharing.
+ALST = ("--gradient_checkpointing", "true", "--tiled_mlp", "true", "--activation_checkpoint_offload", "true")
 LORA = ("--use_peft", "true", "--lora_r", "4", "--lora_alpha", "8", "--lora_dropout", "0.0")
 LORA += ("--lora_target_modules", "q_proj", "v_proj", "up_proj")
 CASES = [
@@ -225,14 +228,14 @@ CASES = [
     ("sp4", False, "dapo", ()),
     ("sp2-dp2-shard", True, "dapo", ()),
     ("sp2-zero2", True, "grpo", ()),
-    ("sp2", True, "grpo", ("--gradient_checkpointing", "true")),
+    ("sp2", True, "grpo", ALST),
     ("sp2", True, "dapo", LORA),
 ]
 
 
 def case_id(case) -> str:
     mesh, shared, loss_type, extra = case
-    feature = "-lora" if extra == LORA else "-checkpointing" if extra else ""
+    feature = "-lora" if extra == LORA else "-checkpointing-alst" if extra else ""
     return f"{mesh}-{'shared' if shared else 'documents'}-{loss_type}{feature}"
 
 
@@ -275,19 +278,23 @@ def test_sp_ranks_generate_their_own_prompts_and_train_the_union(runs):
     """At sp=2 (greedy decoding, one step): rank 0 samples all 4 completions of the first prompt and rank 1 those of
     the second, nothing twice; each completion is what plain transformers generates from the starting weights (so
     the Ulysses all-to-all was off while decoding and ZeRO-3 gathered the right weights); the step's rows held one
-    whole prompt group each, their tokens logged with and without sharing."""
+    whole prompt group each, their tokens logged with and without sharing. Then TRL's evaluation under SP on two
+    held-out prompts: each rank generates its share of a group, what plain transformers generates from the trained
+    weights, and the logged eval reward and loss (the KL term alone: greedy copies have zero advantage) are those
+    written out by hand."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    greedy_args = ("--generation_kwargs", '{"do_sample": false}', "--max_steps", "1")
+    greedy_args = ("--generation_kwargs", '{"do_sample": false}', "--max_steps", "1", "--eval_strategy", "steps")
+    greedy_args += ("--eval_steps", "1", "--per_device_eval_batch_size", "2", "--eval_holdout", "2")
     run = runs("sp2", True, "dapo", "generate", greedy_args)
-    [(batch)] = run.generations
+    batch, *evaluations = run.generations
     tokenizer = AutoTokenizer.from_pretrained(runs.data / "model")
     rows = [json.loads(line) for line in (runs.data / "train.jsonl").read_text().splitlines()]
     first_two = [tokenizer(text=r["prompt"])["input_ids"] for r in rows[:2]]
     assert [p for p, _ in batch] == [first_two[0]] * G + [first_two[1]] * G  # rank 0's 4, then rank 1's 4
-    model = AutoModelForCausalLM.from_pretrained(runs.data / "model", dtype=torch.float32, attn_implementation="eager")
+    start = AutoModelForCausalLM.from_pretrained(runs.data / "model", dtype=torch.float32, attn_implementation="eager")
     with torch.no_grad():
-        expected = {tuple(p): greedy(model, p) for p in first_two}
+        expected = {tuple(p): greedy(start, p) for p in first_two}
     assert all(c == expected[tuple(p)] for p, c in batch), "SP ranks generate what plain transformers generates"
     from longctx.training.rl.layout import group_tokens
 
@@ -296,3 +303,22 @@ def test_sp_ranks_generate_their_own_prompts_and_train_the_union(runs):
     [row] = run.history
     assert row["prefix_sharing/row_tokens"] == sum(shared) / 2  # the mean of the step's 2 micro-steps
     assert row["prefix_sharing/row_tokens_unshared"] == sum(unshared) / 2
+    check_evaluation(run, evaluations, start)
+
+
+def check_evaluation(run: Run, evaluations, start) -> None:
+    """The eval generations (one prompt group a batch, 2 copies a rank) and the logged eval reward and loss."""
+    trained = copy.deepcopy(start)
+    trained.load_state_dict(run.weights)
+    assert len(evaluations) == 2 and all(len({tuple(p) for p, _ in e}) == 1 and len(e) == G for e in evaluations)
+    with torch.no_grad():
+        assert all(c == greedy(trained, p) for e in evaluations for p, c in e), "eval generation under SP"
+        losses = []
+        for e in evaluations:  # the batch's token mean of beta x KL (ratio 1, advantage 0)
+            kl = [per_token_loss(token_log_probs(trained, p, c), token_log_probs(trained, p, c),
+                                 token_log_probs(start, p, c), 0.0) for p, c in e]  # fmt: skip
+            losses.append((torch.cat(kl).sum() / sum(len(x) for x in kl)).item())
+    rewards = token_reward(None, None, [c for e in evaluations for _, c in e])
+    [logged] = run.evaluations
+    assert logged["eval_reward"] == pytest.approx(sum(rewards) / len(rewards), rel=1e-6)
+    assert logged["eval_loss"] == pytest.approx(sum(losses) / len(losses), rel=1e-5)

@@ -87,9 +87,14 @@ def stand_in_modules() -> None:
         prompts = types.ModuleType("longctx.training.data.prompts")
 
         def prompt_datasets(recipe, config, model_args, topo):
+            """The folder's train.jsonl; `eval_holdout` N (a count) holds out its last N rows."""
             from datasets import load_dataset
 
-            return load_dataset("json", data_files=str(Path(recipe.dataset_name) / "train.jsonl"))["train"], None
+            rows = load_dataset("json", data_files=str(Path(recipe.dataset_name) / "train.jsonl"))["train"]
+            held = int(recipe.eval_holdout)
+            if not held:
+                return rows, None
+            return rows.select(range(len(rows) - held)), rows.select(range(len(rows) - held, len(rows)))
 
         prompts.prompt_datasets = prompt_datasets
         sys.modules[prompts.__name__] = prompts
