@@ -286,11 +286,14 @@ def test_sp_ranks_generate_their_own_prompts_and_train_the_union(runs):
 
     greedy_args = ("--generation_kwargs", '{"do_sample": false}', "--max_steps", "1", "--eval_strategy", "steps")
     greedy_args += ("--eval_steps", "1", "--per_device_eval_batch_size", "2", "--eval_holdout", "2")
+    greedy_args += ("--prepare_data", "unpacked", "--max_prompt_length", "200")  # eval under SP: prepared rows
     run = runs("sp2", True, "dapo", "generate", greedy_args)
     batch, *evaluations = run.generations
     tokenizer = AutoTokenizer.from_pretrained(runs.data / "model")
     rows = [json.loads(line) for line in (runs.data / "train.jsonl").read_text().splitlines()]
-    first_two = [tokenizer(text=r["prompt"])["input_ids"] for r in rows[:2]]
+    prompts = [tokenizer(text=r["prompt"])["input_ids"] for r in rows]
+    first_two = [batch[0][0], batch[G][0]]  # the sampler's (seeded) choice
+    assert first_two[0] != first_two[1] and all(p in prompts for p in first_two)
     assert [p for p, _ in batch] == [first_two[0]] * G + [first_two[1]] * G  # rank 0's 4, then rank 1's 4
     start = AutoModelForCausalLM.from_pretrained(runs.data / "model", dtype=torch.float32, attn_implementation="eager")
     with torch.no_grad():
