@@ -5,14 +5,13 @@ records them) on the tiny Llama, DeepSpeed ZeRO-3, Ulysses over gloo: sp=2 and s
 a prompt (one prompt group per micro-step: `per_device_train_batch_size` = 4 / sp), the KL term on (beta 0.2),
 `num_iterations: 2` (each generation trains two steps: the second on old-policy log-probs, ratios clipped at
 epsilon 0.05), temperature 0.9, plain SGD. Each mesh runs once with prefix sharing and once without, `dapo` and
-`grpo` each at both meshes and both layouts.
+`grpo` each at both meshes and both layouts; then with sharing: sp=2 x dp=2, ZeRO-2, gradient checkpointing with
+TiledMLP and checkpoint offload, LoRA. SP generation and TRL's evaluation under SP have a greedy run of their own.
 
-The reference never touches this repository's GRPO code: it reads the prompt and completion ids the ranks recorded,
-scores each `prompt + completion` alone with an eager-attention model (log-softmax of logits / T at each completion
-token), computes the rewards and group advantages ((r - group mean) / (group std + 1e-4)), and writes the loss out:
-per token -min(ratio x A, clip(ratio, 1 - eps, 1 + eps) x A) + beta x ratio x (exp(ref - logp) - (ref - logp) - 1),
-`dapo` summed over all completion tokens of the step over their count, `grpo` each completion's token mean averaged
-over the completions. Three SGD steps by autograd give every step's loss and gradient norm and the final weights.
+The reference never touches this repository's GRPO code (tests/helpers/grpo_reference.py): it reads the prompt and
+completion ids the ranks recorded, scores each `prompt + completion` alone with an eager-attention model, computes
+the rewards and group advantages, and writes the loss out (`dapo`, `grpo`, the KL term, old-policy ratios clipped).
+Three SGD steps by autograd give every step's loss and gradient norm and the final weights.
 
 Negative controls at sp=2 (shared rows, dapo): each rank keeping only its own shard's log-probs, and document
 isolation off (the completions see each other): both must fail the comparison.
@@ -28,6 +27,7 @@ import pytest
 import torch
 
 from tests.helpers import REPO
+from tests.helpers.grpo_reference import ITERATIONS, STEPS, G, by_hand, per_token_loss, token_log_probs
 from tests.helpers.grpo_replay import token_reward
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.run_cache import run_cache
@@ -37,7 +37,6 @@ from tests.helpers.zero_configs import zero_variant
 pytestmark = pytest.mark.distributed
 
 RECIPE = "tests/recipes/grpo-parity.yaml"
-G, STEPS, ITERATIONS, LR, BETA, EPSILON, TEMPERATURE, SEED = 4, 3, 2, 0.5, 0.2, 0.05, 0.9, 7
 WORDS = [
     "alpha",
     "beta",
@@ -118,81 +117,6 @@ def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, c
 
 
 runs = run_cache("grpo_parity", write_inputs, one_run)
-
-
-# ---- the reference, written out by hand
-
-
-def token_log_probs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
-    ids = torch.tensor([prompt + completion])
-    logits = model(input_ids=ids).logits[0, :-1].float() / TEMPERATURE
-    picked = logits.log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0]
-    return picked[len(prompt) - 1 :]
-
-
-def advantages(batch) -> list[float]:
-    rewards = torch.tensor(token_reward(None, None, [c for _, c in batch]))
-    groups = rewards.view(-1, G)
-    mean, std = groups.mean(1, keepdim=True), groups.std(1, keepdim=True)  # unbiased, as TRL's nanstd
-    return ((groups - mean) / (std + 1e-4)).flatten().tolist()
-
-
-def per_token_loss(logp, old, ref, advantage) -> torch.Tensor:
-    ratio = torch.exp(logp - old)
-    clipped = torch.clamp(ratio, 1 - EPSILON, 1 + EPSILON)
-    policy = -torch.min(ratio * advantage, clipped * advantage)
-    kl = torch.exp(ref - logp) - (ref - logp) - 1
-    return policy + BETA * ratio * kl
-
-
-def step_loss(model, batch, old, ref, adv, loss_type: str) -> torch.Tensor:
-    losses = [
-        per_token_loss(token_log_probs(model, p, c), o, r, a)
-        for (p, c), o, r, a in zip(batch, old, ref, adv, strict=True)
-    ]
-    if loss_type == "dapo":
-        return torch.cat(losses).sum() / sum(len(x) for x in losses)
-    return torch.stack([x.mean() for x in losses]).mean()
-
-
-def with_adapter(model, lora_args: tuple):
-    """The LoRA adapter TRL's GRPOTrainer wraps the model in for these recipe keys, from the same seed."""
-    from peft import get_peft_model
-    from transformers import set_seed
-    from trl import ModelConfig, TrlParser, get_peft_config
-
-    (model_args,) = TrlParser((ModelConfig,)).parse_args_into_dataclasses(args=list(lora_args))
-    set_seed(SEED)  # GRPOTrainer.__init__ seeds just before it applies PEFT
-    return get_peft_model(model, get_peft_config(model_args))
-
-
-def by_hand(model_dir: Path, generations, loss_type: str, lora_args: tuple = (), steps: int = STEPS):
-    """(per-step losses, gradient norms, final trained weights) of STEPS SGD steps of the loss written out above;
-    with `lora_args`, of a LoRA adapter (the reference is then the base model: the adapter switched off)."""
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    reference = copy.deepcopy(model).requires_grad_(False)  # the starting weights: also the base under LoRA
-    if lora_args:
-        model = with_adapter(model, lora_args)
-    trained = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.SGD(trained, lr=LR)
-    losses, norms = [], []
-    for step in range(steps):
-        batch = generations[step // ITERATIONS]
-        if step % ITERATIONS == 0:  # a new generation: the old policy is the model that sampled it
-            with torch.no_grad():
-                old = [token_log_probs(model, p, c) for p, c in batch]
-                ref = [token_log_probs(reference, p, c) for p, c in batch]
-            adv = advantages(batch)
-        optimizer.zero_grad()
-        loss = step_loss(model, batch, old, ref, adv, loss_type)
-        loss.backward()
-        norms.append(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in trained)).item())
-        losses.append(loss.item())
-        optimizer.step()
-    weights = {k.replace(".default.", "."): v.detach() for k, v in model.state_dict().items()}  # PEFT's file names
-    return losses, norms, weights
 
 
 def relative(a: list[float], b: list[float]) -> float:
