@@ -112,12 +112,12 @@ def plans(recipe_yaml: Path, rows: list[dict]) -> None:
     """Each row's memory plan (GPU and host, with terms), as preflight plans this recipe at the row's length."""
     from longctx.memory_plan.estimate import estimate
     from longctx.preflight.load import Machine, load_launch
-    from longctx.preflight.options import plan_options
+    from longctx.preflight.options import plan_inputs
 
     launch = load_launch(str(recipe_yaml), [], Machine(gpus_per_node=1, num_nodes=1))
-    options = plan_options(launch)
+    inputs = plan_inputs(launch)
     for row in rows:
-        plan = estimate(launch.facts.config, seq_len=row["seq"], sp=launch.topo.sp_size, **options)
+        plan = estimate(launch.facts.config, inputs.but(seq_len=row["seq"]))
         row["plan_gib"], row["plan_host_gib"] = round(plan.total_gib, 6), round(plan.host_per_node, 6)
         row["plan_terms"] = {k: round(v, 6) for k, v in plan.rows() if v}
         row["plan_host_terms"] = {k: round(v, 6) for k, v in plan.host_rows if v}
