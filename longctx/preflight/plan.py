@@ -8,6 +8,7 @@ from longctx.memory_plan.estimate import estimate, max_seq_len, shown
 from longctx.memory_plan.gpus import torch_gib
 from longctx.preflight.facts import position_range
 from longctx.preflight.options import gpu_gib, plan_inputs
+from longctx.preflight.time_plan import own_and_ranked, time_dict, time_lines
 
 DEFAULT_GB = 80.0
 SHOW_GROUPS = 4
@@ -116,7 +117,10 @@ def plan_dict(launch) -> dict | None:
     plan = estimate(launch.facts.config, inputs)
     gib = gpu_gib(launch) or torch_gib(DEFAULT_GB)
     fit = max_seq_len(launch.facts.config, gib, inputs)
+    timed = None if launch.sft.use_cpu else own_and_ranked(launch, gib)
     return {
+        "step_time": time_dict(*timed) if timed else None,
+        "timed": timed,
         "components_gib": dict(plan.rows()),
         "zero_rows": plan.zero_reasons(),
         "total_gib": plan.total_gib,
@@ -203,4 +207,4 @@ def plan_lines(launch) -> list[str]:
     reach = position_range(launch.facts)
     if reach and data["max_length_that_fits"] > reach:
         lines.append(f"  (the model's positions, with the recipe's rope settings, reach {reach:,})")
-    return lines
+    return lines + time_lines(*data["timed"])
