@@ -133,6 +133,25 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
         },
     )
     retrieval_eval_samples: int = field(default=2, metadata={"help": "Examples per cell of that slice (6 cells)."})
+    balance_rows: Literal["auto", "work", "off"] = field(
+        default="auto",
+        metadata={
+            "help": "`work`: each optimizer step's rows go to data-parallel ranks and micro-steps so that every "
+            "micro-step's ranks have even modeled work (causal attention per document plus linear work; "
+            "longctx/training/data/balance.py): the same rows each step, another order. `off`: the sampler's order. "
+            "`auto` (default): `work` for SFT (it changes nothing the step learns, and a step waits for its slowest "
+            "rank), `off` for DPO (not proven there)."
+        },
+    )
+    balance_window: int = field(
+        default=1,
+        metadata={
+            "help": "With `balance_rows: work`, how many consecutive optimizer steps a row may move across: 1 "
+            "(default) keeps every step's rows; W > 1 puts rows of like work in the same step within each W steps, "
+            "which a step of one row a rank (micro-batch 1, no accumulation) needs to gain anything; an epoch "
+            "still trains the same rows."
+        },
+    )
     allow_unproven_attention: bool = field(
         default=False,
         metadata={

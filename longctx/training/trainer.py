@@ -16,6 +16,7 @@ from longctx.training.attention.isolation import keep_packed_positions, require_
 from longctx.training.checkpoints.commit import save_atomically
 from longctx.training.checkpoints.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.checkpoints.universal import use_universal_if_needed
+from longctx.training.data.balance import balance_rows
 from longctx.training.faults.guard import RunGuard
 from longctx.training.layers.linear_attention import enable_linear_attention_sp
 from longctx.training.layers.moe_routing import protect_expert_routing
@@ -102,6 +103,7 @@ class LongContextSFTTrainer(SFTTrainer):
         the same rows per epoch, on other steps)."""
         loader = super().get_train_dataloader()
         relabel_shards(loader, self.accelerator)
+        balance_rows(loader, self)  # each step's rows over ranks and micro-steps by work (recipe: balance_rows)
         return loader
 
     def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):
