@@ -42,8 +42,11 @@ def hand() -> dict:
     linear, attention = 3 * linear_fwd / MATMUL, 3 * attention_fwd / ATTENTION
     recompute = linear_fwd / MATMUL + attention_fwd / ATTENTION  # the checkpoint's forward (the head's, TRL's)
     a2a = 3 * tokens * 2 * L * (2 * Q + 2 * KV) * D * (U - 1) / U / NVLINK  # fwd, bwd, recompute; U in a node
-    ring = 4 * L * (S / R) * (KV / U) * D * 2 * 2 / NVLINK  # K and V, R - 1 = 1 hop: fwd, 2 in bwd, recompute
-    hidden = (attention + attention_fwd / ATTENTION) / R  # all but one chunk's attention hides it
+    # the ring all-gathers K and V ((R - 1) / R of the row, KV / U = 2 heads): forward, twice in backward, recompute;
+    # no query swap (a 16K document never spans a 32K chunk); a head's gather hides behind the head before's attention
+    ring = 4 * L * S * (R - 1) / R * (KV / U) * D * 2 * 2 / NVLINK
+    attention_all = attention + attention_fwd / ATTENTION
+    strides = KV // U
     zero = (2 * PARAMS * 2 + PARAMS * 2) * (N - 1) / N / NETWORK  # two gathers, one bf16 reduce; 2 nodes: network
     compute = linear + attention + recompute
     return {
@@ -51,7 +54,7 @@ def hand() -> dict:
         "attention": attention,
         "recompute": recompute,
         "all_to_all": a2a,
-        "ring_exposed": max(0.0, ring - hidden),
+        "ring_exposed": ring / strides + (strides - 1) / strides * max(0.0, ring - attention_all),
         "ring_total": ring,
         "zero_exposed": max(0.0, zero - compute),
         "zero_total": zero,
@@ -74,12 +77,14 @@ def test_each_term_is_the_hand_calculation():
     for name in ("linear", "attention", "recompute", "all_to_all", "zero_exposed"):
         assert got[name] == pytest.approx(ACCUMULATION * want[name], rel=1e-9), name
     assert got["checkpoint_offload"] == pytest.approx(ACCUMULATION * want["checkpoint_offload"], rel=1e-9)
-    assert got["ring_exposed"] == 0.0 and want["ring_exposed"] == 0.0  # 33.5 MB a hop against seconds of attention
+    assert got["ring_exposed"] == pytest.approx(ACCUMULATION * want["ring_exposed"], rel=1e-9)
+    assert want["ring_exposed"] == want["ring_total"] / 2  # the first head's gather; the second hides
     assert t.overlapped["ring"] == pytest.approx(ACCUMULATION * want["ring_total"], rel=1e-9)
     assert t.overlapped["zero"] == pytest.approx(ACCUMULATION * want["zero_total"], rel=1e-9)
     assert got["optimizer_offload"] == pytest.approx(ACCUMULATION * want["optimizer_offload"] + want["adam"])
     assert got["optimizer_step"] == 0.0  # every optimizer state is on the host
-    step = sum(ACCUMULATION * want[k] for k in ("linear", "attention", "recompute", "all_to_all", "zero_exposed"))
+    parts = ("linear", "attention", "recompute", "all_to_all", "ring_exposed", "zero_exposed")
+    step = sum(ACCUMULATION * want[k] for k in parts)
     step += ACCUMULATION * (want["optimizer_offload"] + want["checkpoint_offload"]) + want["adam"]
     assert t.step_s == pytest.approx(step, rel=1e-9)
     assert t.tokens_per_s_per_gpu == pytest.approx(S * ACCUMULATION * (N // SP) / step / N, rel=1e-9)
@@ -119,3 +124,13 @@ def test_every_figure_says_it_is_predicted_and_on_what(capsys):
     line = next(x for x in out.splitlines() if x.startswith("step time"))
     assert "PREDICTED on the h200 profile (not measured" in line and "MFU" in line and "bound by" in line
     assert "planner's choice (fastest predicted that fits)" in out and "runner-up" in out
+
+
+def test_one_document_across_chunks_adds_the_rings_query_swaps():
+    """A 65,536-token document spans both 32K chunks: ring.choose_balance swaps the mirror halves' queries and
+    outputs (half a chunk of H / U = 8 heads, forward 2, backward 2, recompute 2), which no compute hides."""
+    packed = predict(arch_config(LLAMA_8B), INPUTS, HW, doc_length=DOC)
+    whole = predict(arch_config(LLAMA_8B), INPUTS, HW)
+    swaps = 6 * L * (S / R / 2) * (Q // U) * D * 2 / NVLINK
+    assert whole.overlapped["ring"] - packed.overlapped["ring"] == pytest.approx(ACCUMULATION * swaps, rel=1e-9)
+    assert whole.components["ring_exposed"] >= ACCUMULATION * swaps

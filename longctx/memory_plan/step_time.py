@@ -2,10 +2,11 @@
 
 Each micro-step a rank computes its share of the layers' matmuls and of the causal attention (plus what
 checkpointing recomputes), exchanges heads in Ulysses' all-to-alls (on the critical path: the attention waits for
-them), passes K/V around the ring (hidden behind all but one of the ring's R chunks of attention: only what exceeds
-that compute is exposed), gathers and reduce-scatters ZeRO's partitions (prefetched beside the compute: only what
-exceeds the micro-step's compute is exposed) and, with offload, moves gradients and checkpoints over PCIe (on the
-compute stream: exposed). Each optimizer step adds the Adam update, on the host's DRAM for the offloaded share
+them), all-gathers K/V over the ring one KV head at a time (each head's gather but the first hides behind the
+attention of the head before; the causal balance's query swaps do not hide), gathers and reduce-scatters ZeRO's
+partitions (prefetched beside the compute: only what exceeds the micro-step's compute is exposed) and, with offload,
+moves gradients and checkpoints over PCIe (on the compute stream: exposed). Each optimizer step adds the Adam
+update, on the host's DRAM for the offloaded share
 (DeepSpeed's CPU Adam) and on the GPU's HBM for the rest, and the updated weights back over PCIe.
 
 Every figure is a prediction from the profile's datasheet figures and assumed efficiencies
@@ -82,8 +83,11 @@ def micro_step(arch: Arch, counts: FlopCounts, i: PlanInputs, hw: HardwareProfil
     recompute = f["recompute_linear"] / hw.flops("matmul") + f["recompute_attention"] / attention_rate
     compute = linear + attention + recompute
     node = i.node_gpus
-    ring_total = time_terms.ring_bytes(arch, i) / link(hw, i.sp, node)
-    hidden_by = (attention + f["recompute_attention"] / attention_rate) * (i.ring - 1) / i.ring
+    gathered, swapped = time_terms.ring_bytes(arch, i, doc)
+    gather, swap = gathered / link(hw, i.sp, node), swapped / link(hw, i.sp, node)
+    ring_compute = attention + f["recompute_attention"] / attention_rate
+    strides = time_terms.ring_strides(arch, i)  # the first stride's gather is exposed, each next one hides
+    ring_exposed = gather / strides + (strides - 1) / strides * max(0.0, gather - ring_compute) + swap
     gathered, reduced = time_terms.zero_bytes(arch, i)
     zero_total = (gathered + reduced) / link(hw, i.num_gpus, node)
     pcie = time_terms.pcie_bytes(arch, i)
@@ -93,12 +97,12 @@ def micro_step(arch: Arch, counts: FlopCounts, i: PlanInputs, hw: HardwareProfil
         "attention": attention,
         "recompute": recompute,
         "all_to_all": time_terms.all_to_all_bytes(arch, i) / link(hw, i.ulysses, node),
-        "ring_exposed": max(0.0, ring_total - hidden_by),
+        "ring_exposed": ring_exposed if i.ring > 1 else 0.0,
         "zero_exposed": max(0.0, zero_total - compute),
         "optimizer_offload": pcie["optimizer_micro"] / pcie_rate,
         "checkpoint_offload": pcie["checkpoints"] / pcie_rate,
     }
-    return exposed, {"ring": ring_total, "zero": zero_total}
+    return exposed, {"ring": gather + swap, "zero": zero_total}
 
 
 def optimizer_step(arch: Arch, i: PlanInputs, hw: HardwareProfile) -> dict:

@@ -78,17 +78,29 @@ def passes(i: PlanInputs) -> int:
     return 3 if i.grad_ckpt else 2
 
 
-def ring_bytes(arch: Arch, i: PlanInputs) -> float:
-    """Bytes one rank sends around the ring per micro-step (longctx/training/sequence_parallel/ring.py over
-    ring-flash-attn): each softmax layer passes its chunk's K and V (S / R tokens of its max(KV / U, 1) heads) R - 1
-    hops forward, K, V and their gradients in backward, and the forward's again in recompute."""
+def ring_bytes(arch: Arch, i: PlanInputs, doc: int) -> tuple[float, float]:
+    """(gathered, swapped) bytes one rank moves in the ring per micro-step (longctx/training/sequence_parallel/ring.py,
+    on a GPU ring-flash-attn's llama3 functions, ring_gpu.py): each softmax layer all-gathers its chunk's K and V over
+    the R ranks ((R - 1) / R of S tokens of its max(KV / U, 1) heads), again in backward with the reduce-scatter of
+    their gradients, and again in recompute; with the causal balance (a document longer than a chunk) the mirror
+    swaps of queries and outputs (half a chunk of H / U heads, each way, forward and backward, and in recompute)."""
     if i.ring == 1:
-        return 0.0
-    kv_heads = max(arch.kv_heads / i.ulysses, 1)
-    chunk = i.micro_batch * i.seq_len / i.ring * kv_heads * arch.head_dim * 2 * BF16  # K and V
-    softmax = arch.layers - arch.linear_layers
-    hops = (i.ring - 1) * (1 + 2 + (1 if i.grad_ckpt else 0))  # forward, backward (K, V and dK, dV), recompute
-    return softmax * chunk * hops
+        return 0.0, 0.0
+    kv_heads, q_heads = max(arch.kv_heads / i.ulysses, 1), arch.heads / i.ulysses
+    rows, softmax = i.micro_batch, arch.layers - arch.linear_layers
+    units = 1 + 2 + (1 if i.grad_ckpt else 0)  # forward, backward (K, V and dK, dV), recompute
+    gathered = units * rows * i.seq_len * (i.ring - 1) / i.ring * kv_heads * arch.head_dim * 2 * BF16
+    chunk = i.seq_len / i.ring
+    swapped = 0.0
+    if doc > chunk:  # ring.choose_balance swaps the mirror halves when one document spans chunks
+        swapped = (2 + 2 + (2 if i.grad_ckpt else 0)) * rows * chunk / 2 * q_heads * arch.head_dim * BF16
+    return softmax * gathered, softmax * swapped
+
+
+def ring_strides(arch: Arch, i: PlanInputs) -> int:
+    """KV heads a rank gathers one after the other (ring-flash-attn's `heads_k_stride=1`): the gather of each but the
+    first hides behind the attention of the one before."""
+    return max(int(arch.kv_heads // i.ulysses), 1)
 
 
 def zero_bytes(arch: Arch, i: PlanInputs) -> tuple[float, float]:

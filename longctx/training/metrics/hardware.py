@@ -34,7 +34,10 @@ FA2_H100 = (
     "(297 TFLOP/s) for forward and backward together. torch's varlen kernel (what the isolated sdpa runs on a GPU) "
     "is FlashAttention-2's"
 )
-RING = "ring-flash-attention's own benchmark (../shared/reference/anchors.md): zigzag ring fwd+bwd at 85.9% of FA2"
+RING = (
+    "ring-flash-attention's own benchmark (../shared/reference/anchors.md): its zigzag ring forward+backward at 85.9% "
+    "of FlashAttention; assumed for the llama3 functions this repository runs (ring_gpu.py), not measured"
+)
 LINKS = "assumed: what NCCL collectives reach of a link's bandwidth (0.75); not measured here"
 HOST = "assumed: what DeepSpeed's CPU Adam reaches of the node's DRAM bandwidth (0.5); not measured here"
 HBM = "assumed: what the GPU optimizer's elementwise kernels reach of HBM bandwidth (0.7); not measured here"
