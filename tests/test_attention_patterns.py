@@ -125,3 +125,45 @@ def test_the_entrypoint_and_the_model_builder_refuse_a_llama4_recipe(tmp_path):
     recipe.allow_unproven_attention = False
     with pytest.raises(ValueError, match="Llama 4's 'chunked_attention' layers"):
         refuse_unproven_attention(recipe, model, AutoConfig.from_pretrained(folder))
+
+
+def remote_llama(tmp_path):
+    """A `"llama"` config whose classes map to the repository's code, with a chunk size native Llama ignores."""
+    config = json.loads((ARCHITECTURES_DIR / "meta-llama/Llama-3.1-8B-Instruct/config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "chunky.ChunkyConfig", "AutoModelForCausalLM": "chunky.ChunkyForCausalLM"}
+    config["attention_chunk_size"] = 8192
+    folder = tmp_path / "chunky"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_custom_code_under_sp_is_refused_unless_the_recipe_accepts_the_risk(tmp_path):
+    """model_type "llama" says which family row proves the attention, but with `auto_map` and trust_remote_code the
+    code that runs is the repository's: refused at sp=2 naming the opt-in key (before: accepted), accepted with it,
+    and not this rule's business at sp=1 or where the custom code does not run (trust_remote_code off)."""
+    argv = ["--config", "tests/recipes/parity.yaml", "--model_config_source", str(remote_llama(tmp_path))]
+    with pytest.raises(RecipeError) as refused:
+        parse_recipe([*argv, "--trust_remote_code", "true"])
+    message = str(refused.value)
+    assert "`accept_unproven_remote_code_under_sp`:" in message and "model_type 'llama'" in message
+    assert "AutoModelForCausalLM: chunky.ChunkyForCausalLM" in message
+    assert "set `accept_unproven_remote_code_under_sp: true`" in message
+    parse_recipe([*argv, "--trust_remote_code", "true", "--accept_unproven_remote_code_under_sp", "true"])
+    parse_recipe([*argv, "--trust_remote_code", "true", "--accelerate_config", "accelerate_configs/cpu-sp1.yaml"])
+    parse_recipe([*argv, "--trust_remote_code", "false"])
+
+
+def test_the_model_builder_refuses_custom_code_under_sp(tmp_path):
+    """The builder's twin, on the config it would build from (a Hub model whose config arrived only now)."""
+    from transformers import LlamaConfig
+
+    from longctx.training.model_build import refuse_unproven_attention
+
+    recipe, _, model = parse_recipe(["--config", "tests/recipes/parity.yaml"])
+    config = LlamaConfig(num_hidden_layers=2, auto_map={"AutoModelForCausalLM": "chunky.ChunkyForCausalLM"})
+    with pytest.raises(ValueError, match="accept_unproven_remote_code_under_sp"):
+        refuse_unproven_attention(recipe, model, config, trust_remote_code=True)
+    refuse_unproven_attention(recipe, model, config, trust_remote_code=False)  # native Llama code runs
+    recipe.accept_unproven_remote_code_under_sp = True
+    refuse_unproven_attention(recipe, model, config, trust_remote_code=True)

@@ -131,6 +131,32 @@ def test_the_completion_mark_is_whole_or_absent(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == [TOPOLOGY_FILE]  # no temporary file left
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_every_ranks_files_are_durable_before_the_barrier_and_the_mark_after_it(tmp_path, monkeypatch, rank):
+    """The commit on each rank, in order: its own sync (its files are written by then), the barrier, and only on the
+    saving rank the mark, flushed before the rotation. Before: only each node's local main rank synced, before the
+    barrier, while the node's other ranks could still be writing (rank 1 here never synced)."""
+    from types import SimpleNamespace
+
+    from longctx.training.checkpoints import commit as commit_module
+
+    events = []
+    folder = checkpoint(tmp_path, 3, complete=False)
+    monkeypatch.setattr(os, "sync", lambda: events.append("sync"))
+    monkeypatch.setattr(commit_module, "topology_record", lambda *args: {"world_size": 2})
+    monkeypatch.setattr(commit_module, "write_record", lambda path, record: events.append("mark"))
+    acc = SimpleNamespace(
+        is_local_main_process=rank == 0, is_main_process=rank == 0, wait_for_everyone=lambda: events.append("barrier")
+    )
+    trainer = SimpleNamespace(
+        accelerator=acc, args=SimpleNamespace(should_save=rank == 0), recipe=SimpleNamespace(config_source="r.yaml"),
+        state=None,
+    )  # fmt: skip
+    commit_module.commit(trainer, folder)
+    assert events == (["sync", "barrier", "mark", "sync"] if rank == 0 else ["sync", "barrier"])
+    assert (folder / SAVING_MARK).exists() == (rank != 0)
+
+
 def test_a_crash_in_the_middle_of_a_universal_conversion_leaves_nothing_a_resume_would_load(tmp_path, monkeypatch):
     """DeepSpeed's converter stood in for (it writes its output folder, then `latest_universal` beside it): killed
     half-way, no `latest_universal` names a folder; the next conversion completes and names the renamed folder."""

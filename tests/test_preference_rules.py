@@ -73,3 +73,66 @@ def test_make_dpo_launches_the_dpo_entrypoint(capsys):
     line = capsys.readouterr().out
     assert "accelerate launch --config_file accelerate_configs/cpu-sp2.yaml" in line
     assert f"recipes/dpo.py --config {TINY}" in line
+
+
+def test_prefix_sharing_on_the_cuda_ring_is_refused_and_on_the_cpu_ring_passes():
+    """The CPU ring computes a branch's prompt exactly (tests/test_ring_prefix.py); ring-flash-attn on GPUs cannot:
+    refused by name with the fix, before launch. Without a ring, and without prefix sharing, the GPU mesh is not
+    refused for it."""
+    gpu_ring = ("--accelerate_config", "accelerate_configs/2x8-sp16-u8r2.yaml", "--use_cpu", "false")
+    refused = problems(*gpu_ring, "--prefix_sharing", "true")
+    assert "`prefix_sharing`: is on with a ring (parallelism_config_sp_ring_size: 2) on GPUs" in refused
+    assert "set `prefix_sharing: false`" in refused
+    assert "`prefix_sharing`" not in problems(*gpu_ring, "--prefix_sharing", "false")
+    gpu_ulysses = ("--accelerate_config", "accelerate_configs/sp8.yaml", "--use_cpu", "false")
+    assert "`prefix_sharing`" not in problems(*gpu_ulysses, "--prefix_sharing", "true")
+    cpu_ring = ("--accelerate_config", "accelerate_configs/cpu-sp2-u1r2.yaml", "--prefix_sharing", "true")
+    assert problems(*cpu_ring) == ""
+
+
+@pytest.mark.parametrize("loss", ["sigmoid", "hinge", "ipo"])
+def test_label_smoothing_a_loss_never_reads_is_refused(loss):
+    """TRL 1.16 smooths robust DPO and SimPO only: with sigmoid, hinge or ipo the key would be ignored."""
+    refused = problems("--loss_type", loss, "--label_smoothing", "0.1")
+    assert "`label_smoothing`: is 0.1, but the ['" + loss + "'] loss never reads it" in refused
+    assert "`loss_type: robust`" in refused
+    assert problems("--loss_type", loss, "--label_smoothing", "0.0") == ""
+
+
+def test_label_smoothing_passes_where_it_is_computed():
+    assert problems("--loss_type", "robust", "--label_smoothing", "0.1") == ""
+    assert problems("--loss_type", "simpo", "--reference_log_probs", "none", "--label_smoothing", "0.1") == ""
+    assert problems("--loss_type", "sigmoid", "robust", "--label_smoothing", "0.1") == ""  # robust reads it
+
+
+def test_a_router_aux_coefficient_is_refused_not_dropped():
+    """The long-context DPO trainer does not compute TRL's load-balancing term: an explicit coefficient is refused,
+    and so is an MoE model's own (TRL takes the config's when the key is unset); 0 says DPO trains without it."""
+    assert "`router_aux_loss_coef`: is 0.5: TRL adds that" in problems("--router_aux_loss_coef", "0.5")
+    moe = ("--model_config_source", "tests/recipes/models/tiny-qwen3-moe")
+    assert "is unset, so TRL takes the model config's 0.001" in problems(*moe)
+    assert problems(*moe, "--router_aux_loss_coef", "0") == ""
+    assert problems() == ""  # the dense tiny Llama: no term to add
+
+
+def test_the_trainer_refuses_a_term_trl_would_add(tmp_path):
+    """The run-time twin on the built model's config and TRL's own `aux_loss_enabled`."""
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig, Qwen3MoeConfig
+
+    from longctx.training.preference.trainer import refuse_router_aux
+
+    def trainer(config, coef, enabled):
+        args = SimpleNamespace(router_aux_loss_coef=coef)
+        return SimpleNamespace(
+            recipe=SimpleNamespace(config_source="r.yaml"), args=args, model=SimpleNamespace(config=config),
+            aux_loss_enabled=enabled, router_aux_loss_coef=coef,
+        )  # fmt: skip
+
+    with pytest.raises(RecipeError, match="is unset, so TRL takes the model config's 0.001"):
+        refuse_router_aux(trainer(Qwen3MoeConfig(), None, True))
+    with pytest.raises(RecipeError, match="router_aux_loss_coef"):
+        refuse_router_aux(trainer(LlamaConfig(), 0.3, True))
+    refuse_router_aux(trainer(Qwen3MoeConfig(), 0.0, False))
+    refuse_router_aux(trainer(LlamaConfig(), None, False))

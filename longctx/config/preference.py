@@ -16,6 +16,9 @@ from trl import DPOConfig
 # SimPO, which TRL 1.16 offers in `trl.experimental.cpo` (`loss_type: simpo`): reference-free.
 LOSS_TYPES = ("sigmoid", "hinge", "ipo", "robust", "simpo")
 REFERENCE_FREE_LOSSES = ("simpo",)
+# The loss types whose formula reads `label_smoothing` (TRL 1.16: robust DPO's flip probability, CPOTrainer's SimPO
+# smoothing; its sigmoid, hinge and ipo losses never read it): any other loss with a non-zero value is refused.
+LABEL_SMOOTHED_LOSSES = ("robust", "simpo")
 # Where the reference log-probs come from (`reference_log_probs`):
 REFERENCE_SOURCES = {
     "precomputed": "one pass over the training rows before the first step, stored beside the run (no second model)",

@@ -160,6 +160,14 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
             "rehearsal sets it to compare sp=1 with sp=2 on a model without a proven row; a real run should not."
         },
     )
+    accept_unproven_remote_code_under_sp: bool = field(
+        default=False,
+        metadata={
+            "help": "Under SP, train a model whose config runs custom code (`auto_map` with `trust_remote_code: "
+            "true`) although nothing proves that code's attention exact under Ulysses SP (its `model_type` says what "
+            "it claims to be, not what runs; longctx/config/rules/remote_code.py). Off: such a recipe is refused."
+        },
+    )
     allow_cross_document_attention: bool = field(
         default=False,
         metadata={

@@ -8,15 +8,14 @@ from longctx.config.checkpoints import auto_resume_line, resolve_resume
 from longctx.config.recipe import RecipeError
 
 
-def resolve_run_paths(recipe, training_args) -> None:
+def resolve_run_paths(recipe, training_args, resolve=resolve_resume) -> None:
     """`resume_from_checkpoint: true` -> the latest complete checkpoint folder (`auto`: that, or a fresh start
     when there is none), and a chat template name or repo-relative file -> the file data_prep read too (TRL opens
-    it in the trainer); either missing is a recipe error."""
+    it in the trainer); either missing is a recipe error. `resolve`: how the checkpoint is resolved (a launched
+    run passes longctx/training/checkpoints/agreed_resume.py's: once, on rank 0, for every rank)."""
     asked = str(training_args.resume_from_checkpoint).lower()
     try:
-        training_args.resume_from_checkpoint = resolve_resume(
-            training_args.resume_from_checkpoint, training_args.output_dir
-        )
+        training_args.resume_from_checkpoint = resolve(training_args.resume_from_checkpoint, training_args.output_dir)
         if asked == "auto" and os.environ.get("RANK", "0") == "0":
             print(f"[resume] {auto_resume_line(training_args.resume_from_checkpoint, training_args.output_dir)}")
         template = resolve_chat_template(training_args.chat_template_path)

@@ -129,18 +129,22 @@ def load_pretrained(source: str, config, model_args, args, revision: str | None 
     return create_model_from_path(source, config=config, **kwargs)
 
 
-def refuse_unproven_attention(recipe, model_args, config) -> None:
+def refuse_unproven_attention(recipe, model_args, config, trust_remote_code: bool = False) -> None:
     """The attention-pattern gate (longctx/config/rules/attention_patterns.py) on the config the model is built from,
     before any weight is loaded: the recipe rules ran it where the config.json was on disk; a Hub model not yet in
-    the cache reaches here with only its config downloaded. ValueError naming each refused layer type."""
+    the cache reaches here with only its config downloaded. ValueError naming each refused layer type, and custom
+    model code under SP the recipe did not accept (longctx/config/rules/remote_code.py)."""
     from longctx.config.recipe import recipe_topology
     from longctx.config.rules.attention_patterns import pattern_problems
+    from longctx.config.rules.remote_code import ACCEPT_REMOTE_CODE_UNDER_SP, remote_code_under_sp_problems
 
     if not getattr(recipe, "accelerate_config", None):
         return
     sp, allow = recipe_topology(recipe).sp_size, getattr(recipe, "allow_unproven_attention", False)
-    attn, name = model_args.attn_implementation, model_args.model_name_or_path
-    problems = pattern_problems(config.to_dict(), sp, attn, recipe.config_source, name, allow)
+    attn, name, values = model_args.attn_implementation, model_args.model_name_or_path, config.to_dict()
+    accepted = getattr(recipe, ACCEPT_REMOTE_CODE_UNDER_SP, False)
+    problems = remote_code_under_sp_problems(values, sp, trust_remote_code, accepted, recipe.config_source, name)
+    problems += pattern_problems(values, sp, attn, recipe.config_source, name, allow)
     errors = [str(p) for p in problems if p.severity == "error"]
     if errors:
         raise ValueError("\n  ".join(errors))
@@ -151,7 +155,7 @@ def starting_model(recipe, model_args, args, config=None):
     effective config (`config`, else the recipe's), once the attention-pattern gate accepts it."""
     if config is None:
         config = build_config(recipe, model_args, args.trust_remote_code)
-    refuse_unproven_attention(recipe, model_args, config)
+    refuse_unproven_attention(recipe, model_args, config, args.trust_remote_code)
     if recipe.model_init == "random":
         device = None if getattr(args, "use_cpu", True) else args.device
         return build_random_model(recipe, model_args, args.seed, args.trust_remote_code, config, device)

@@ -11,6 +11,7 @@ import sys
 
 from longctx.config.recipe import command_line_overrides, recipe_topology
 from longctx.config.run_paths import resolve_run_paths
+from longctx.training.checkpoints.agreed_resume import agreed_resume
 from longctx.training.credentials import move_hub_token_to_env
 from longctx.training.faults.guard import train_to_outcome
 from longctx.training.faults.signals import watch_for_preemption
@@ -30,7 +31,7 @@ def begin_run(recipe, training_args, script: str, make_target: str):
         "or override `--accelerate_config` to the topology you launch with"
     )
     check_launched_mesh(topo, source, relaunch, use_cpu=training_args.use_cpu)
-    resolve_run_paths(recipe, training_args)
+    resolve_run_paths(recipe, training_args, resolve=agreed_resume)  # rank 0's checkpoint, checked by every rank
     move_hub_token_to_env(training_args)  # before anything can dump, log or card the arguments
     return topo
 

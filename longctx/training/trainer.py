@@ -11,20 +11,17 @@ no method can reach (attention registries, module-level names) is installed once
 
 from trl import SFTTrainer
 
-from longctx.training.attention.document_layout import install_document_layout
-from longctx.training.attention.isolation import keep_packed_positions, require_position_ids
+from longctx.training.attention.isolation import keep_packed_positions
 from longctx.training.checkpoints.commit import save_atomically
 from longctx.training.checkpoints.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.checkpoints.universal import use_universal_if_needed
 from longctx.training.data.balance import balance_rows
 from longctx.training.faults.guard import RunGuard
-from longctx.training.layers.linear_attention import enable_linear_attention_sp
-from longctx.training.layers.moe_routing import protect_expert_routing
-from longctx.training.memory.alst import apply_alst
 from longctx.training.metrics.optimizer_report import OptimizerReport
 from longctx.training.metrics.step_record import StepRecord
 from longctx.training.metrics.throughput import attach_metrics
 from longctx.training.model_build import save_effective_config
+from longctx.training.model_fixes import prepare_model
 from longctx.training.sequence_parallel.eval_loss import (
     TokenLoss,
     label_tokens,
@@ -59,16 +56,9 @@ class LongContextSFTTrainer(SFTTrainer):
         self.add_run_callbacks()
 
     def install_model_fixes(self) -> None:
-        """Per model instance, after TRL applied PEFT and Liger and before DeepSpeed wraps the model in `train()`;
-        other models in the process are untouched. One line per fix."""
-        require_position_ids(self.model, self.recipe, self.args)  # a packed batch without them is an error
-        attention = getattr(self.model.config, "_attn_implementation", None)  # Ulysses renames it only in train()
-        install_document_layout(self.model, self.recipe, attention)  # documents' starts read once a forward
-        apply_alst(self.model, self.recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
-        # Gated DeltaNet (Qwen3.5): heads across the SP group, recurrence and convolution restarted per document
-        if line := enable_linear_attention_sp(self.model, self.recipe, sp_size(self.accelerator)):
-            self.accelerator.print(line)
-        protect_expert_routing(self)  # ZeRO-3: blocks of per-expert modules gathered whole (ranks route differently)
+        """The per-model fixes (longctx/training/model_fixes.py, the one function every model a trainer runs goes
+        through), after TRL applied PEFT and Liger and before DeepSpeed wraps the model in `train()`."""
+        prepare_model(self.model, self.recipe, self.args, self.accelerator)
         if getattr(self.model.gradient_checkpointing_enable, "_is_sac_wrapped", False):  # TRL's `selective: true`
             self.accelerator.print("[checkpointing] selective: attention outputs kept, the rest recomputed")
 

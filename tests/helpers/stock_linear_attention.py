@@ -13,7 +13,7 @@ from pathlib import Path
 # run as a script, this folder is sys.path[0]: its secrets.py would shadow the standard library's for every import
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from longctx.training import trainer  # noqa: E402 (after the sys.path fix)
+from longctx.training import model_fixes  # noqa: E402 (after the sys.path fix)
 from longctx.training.layers import linear_attention  # noqa: E402
 
 upstream_enable = linear_attention.enable_linear_attention_sp
@@ -25,8 +25,8 @@ def enable_then_switch_off(model, recipe, sp: int) -> str:
     return "[linear-attention] switched OFF: transformers' own Gated DeltaNet forward (stock)"
 
 
-# the name LongContextSFTTrainer.install_model_fixes calls
-trainer.enable_linear_attention_sp = enable_then_switch_off
+# the name prepare_model (longctx/training/model_fixes.py) calls
+model_fixes.enable_linear_attention_sp = enable_then_switch_off
 entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

@@ -21,6 +21,8 @@ disk (longctx/config/architectures.py), with the recipe's `model_config_override
 applies: that is the reference. Implementations Ulysses itself refuses (eager, flex) are reported by
 longctx/config/rules/sequence.py with Ulysses' reason, not twice. `allow_unproven_attention: true` turns these
 errors into warnings: the CPU rehearsal sets it to compare sp=1 with sp=2 on a model type with no proven row.
+A config that runs custom code (`auto_map` with `trust_remote_code: true`) is not what its `model_type` names:
+refused under SP before the family rows are read, unless the recipe accepts that risk by name (remote_code.py).
 """
 
 import copy
@@ -31,6 +33,7 @@ from longctx.config.families.registry import family_of
 from longctx.config.linear_layers import text_config
 from longctx.config.problems import Problem, error, warning
 from longctx.config.rules.model_config import overrides_of
+from longctx.config.rules.remote_code import ACCEPT_REMOTE_CODE_UNDER_SP, remote_code_under_sp_problems
 from longctx.config.rules.sequence import SP_ATTENTION
 
 ADDING = "docs/adding-a-model.md"
@@ -117,4 +120,7 @@ def attention_pattern_problems(recipe, sft, model, topo, source: str) -> list[Pr
     if config is None:
         return []
     allow = bool(getattr(recipe, "allow_unproven_attention", False))
-    return pattern_problems(config, topo.sp_size, model.attn_implementation, source, name, allow)
+    accepted = bool(getattr(recipe, ACCEPT_REMOTE_CODE_UNDER_SP, False))
+    trust = bool(getattr(sft, "trust_remote_code", False))
+    custom = remote_code_under_sp_problems(config, topo.sp_size, trust, accepted, source, name)
+    return custom + pattern_problems(config, topo.sp_size, model.attn_implementation, source, name, allow)

@@ -7,8 +7,10 @@ reference-free loss needs none, every other one needs one) and the memory (a sec
 ZeRO-3). TRL's own reference and weighting options that it does not compute are refused by name, never ignored.
 """
 
-from longctx.config.preference import LOSS_TYPES, REFERENCE_FREE_LOSSES, loss_types
+from longctx.config.linear_layers import text_config
+from longctx.config.preference import LABEL_SMOOTHED_LOSSES, LOSS_TYPES, REFERENCE_FREE_LOSSES, loss_types
 from longctx.config.problems import Problem, error
+from longctx.config.rules.attention_patterns import recipe_model_config
 from longctx.config.rules.zero import read_deepspeed_json, zero_section
 
 # TRL DPOConfig keys with no effect in the long-context trainer: refused unless left at TRL's default.
@@ -51,7 +53,33 @@ def _loss_problems(sft, source: str) -> list[Problem]:
     if "robust" in losses and not 0.0 <= sft.label_smoothing < 0.5:
         msg = f"is {sft.label_smoothing}; the robust loss needs a flip probability in [0, 0.5)"
         return [error(source, "label_smoothing", msg, "use e.g. 0.1")]
+    if sft.label_smoothing and not any(loss in LABEL_SMOOTHED_LOSSES for loss in losses):
+        msg = (
+            f"is {sft.label_smoothing}, but the {losses} loss never reads it (TRL 1.16 smooths only robust DPO, as "
+            "its flip probability, and SimPO): it would train as if it were 0"
+        )
+        fix = "remove it, or use `loss_type: robust` (label_smoothing as the probability that a label is flipped)"
+        return [error(source, "label_smoothing", msg, fix)]
     return []
+
+
+def router_aux_problems(coef: float | None, config: dict | None, source: str) -> list[Problem]:
+    """TRL 1.16's DPOTrainer adds `coef` x the MoE router's load-balancing loss to the DPO loss (`coef` unset: the
+    model config's `router_aux_loss_coef`, for a model that returns router logits); the long-context trainer does
+    not compute that term, so a non-zero effective coefficient is refused. `config`: the model's config dict (None
+    when not on disk: only an explicit coefficient is seen then; the trainer checks again on the built model)."""
+    text = text_config(config or {})
+    effective = coef if coef is not None else (text.get("router_aux_loss_coef") or 0.0)
+    if coef is None and "output_router_logits" not in text:
+        effective = 0.0  # a dense model: TRL enables no aux loss
+    if not effective:
+        return []
+    said = f"is {coef}" if coef is not None else f"is unset, so TRL takes the model config's {effective}"
+    msg = (
+        f"{said}: TRL adds that times the MoE router's load-balancing loss to the DPO loss, and the long-context DPO "
+        "trainer does not compute it (it would train without it)"
+    )
+    return [error(source, "router_aux_loss_coef", msg, "set `router_aux_loss_coef: 0` (DPO without the term)")]
 
 
 def _reference_problems(model, topo, ds: dict | None, source: str, sft) -> list[Problem]:
@@ -85,10 +113,27 @@ def _data_problems(recipe, source: str) -> list[Problem]:
     return problems
 
 
+def _prefix_sharing_problems(sft, topo, source: str) -> list[Problem]:
+    """Prefix sharing on a ring: exact on the CPU ring (its prefix blocks, longctx/training/sequence_parallel/
+    ring.py); the CUDA ring's ring-flash-attn kernels attend each document to itself alone, so a rejected answer
+    would lose its prompt. The run-time twin: hybrid.PREFIX_ON_GPU_RING."""
+    if not getattr(sft, "prefix_sharing", False) or topo.sp_ring_size <= 1 or getattr(sft, "use_cpu", False):
+        return []
+    msg = (
+        f"is on with a ring (parallelism_config_sp_ring_size: {topo.sp_ring_size}) on GPUs: the CUDA ring's "
+        "ring-flash-attn kernels attend each document to itself alone, so every rejected answer would lose its "
+        "shared prompt (the CPU ring computes it exactly)"
+    )
+    fix = "set `prefix_sharing: false`, or train on a mesh without a ring (parallelism_config_sp_ring_size: 1)"
+    return [error(source, "prefix_sharing", msg, fix)]
+
+
 def preference_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     """Every reason a `trainer: dpo` recipe cannot run (nothing for an SFT recipe)."""
     if getattr(recipe, "trainer", "sft") != "dpo":
         return []
     ds = read_deepspeed_json(topo)
     problems = _data_problems(recipe, source) + _key_problems(sft, source) + _loss_problems(sft, source)
+    problems += _prefix_sharing_problems(sft, topo, source)
+    problems += router_aux_problems(sft.router_aux_loss_coef, recipe_model_config(recipe, model)[0], source)
     return problems + _reference_problems(model, topo, ds, source, sft)

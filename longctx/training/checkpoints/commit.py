@@ -8,13 +8,16 @@ leaves nothing to resume (with `save_total_limit: 1`, no checkpoint at all). The
 
 0. `begin`: rank 0 marks the folder as a save in progress (`.save-in-progress`) before upstream writes anything,
    so even a run's first checkpoint, whose Trainer files may all be there when a crash comes, is never resumed;
-1. `commit`: each node flushes its writes to disk (`os.sync`), every rank waits for all (every rank's files are
-   written), and rank 0 writes `topology.json` atomically (longctx/config/checkpoints.py `write_record`), then
-   removes the in-progress mark: a complete checkpoint, which `resume_from_checkpoint: auto` and `true` and the
-   resume checks read;
+1. `commit`: every rank flushes its own writes to disk (`os.sync`, after its part of upstream's save), then every
+   rank waits for all, so every rank's files are durable before any mark; only after that barrier does rank 0
+   write `topology.json` atomically (longctx/config/checkpoints.py `write_record`), remove the in-progress mark and
+   flush that too: a complete checkpoint, which `resume_from_checkpoint: auto` and `true` and the resume checks
+   read. (Before, only each node's local main rank synced, before the barrier: at that moment another rank of the
+   node could still be writing its shards, which a crash could then lose under a checkpoint marked complete.)
 2. `rotate`: only then does rank 0 delete older checkpoints, complete ones beyond the newest `save_total_limit`
    and interrupted ones older than the newest complete one (longctx/config/checkpoints.py `rotation`). So the disk
-   holds up to save_total_limit + 1 checkpoints while one is written, which preflight's disk check plans for.
+   holds up to save_total_limit + 1 checkpoints while one is written, which preflight's disk check plans for; and
+   the new checkpoint's mark is on disk before any older one is deleted.
 
 A save that fails for lack of space or permission raises `CheckpointSaveError`, naming the cause, the free space,
 the previous complete checkpoint (untouched: nothing is deleted before a commit) and the fix.
@@ -70,13 +73,13 @@ def begin(trainer, folder: Path) -> None:
 def commit(trainer, folder: Path) -> None:
     """Mark `folder` complete once every rank's files are on disk (see the module docstring)."""
     acc = trainer.accelerator
-    if acc.is_local_main_process:
-        os.sync()  # this node's writes, before any node's mark
+    os.sync()  # this rank's files, written by now, durable before the barrier (and so before any mark)
     acc.wait_for_everyone()
     if trainer.args.should_save:
         record = topology_record(acc, trainer.recipe.config_source, trainer.args, trainer.state)
         write_record(folder / TOPOLOGY_FILE, record)
         (folder / SAVING_MARK).unlink(missing_ok=True)
+        os.sync()  # the mark and the removal, durable before the rotation deletes anything older
 
 
 def rotate(trainer) -> list[Path]:

@@ -45,11 +45,9 @@ def make_expert_blocks_zero3_leaves(model) -> list[str]:
     return [cls.__name__ for cls in classes]
 
 
-def protect_expert_routing(trainer) -> list[str]:
-    """The trainer's per-model fix: under ZeRO-3, leaf-flag per-expert MoE blocks (printed); the flagged classes."""
-    if zero_stage(trainer.accelerator) != 3:
+def protect_expert_routing(model, accelerator) -> list[str]:
+    """A per-model fix (longctx/training/model_fixes.py): under ZeRO-3, leaf-flag `model`'s per-expert MoE blocks;
+    the flagged classes' names."""
+    if zero_stage(accelerator) != 3:
         return []
-    names = make_expert_blocks_zero3_leaves(trainer.model)
-    if names and trainer.accelerator.is_main_process:
-        print(f"[moe] ZeRO-3 gathers each {', '.join(names)} whole (leaf module): ranks route to different experts")
-    return names
+    return make_expert_blocks_zero3_leaves(model)

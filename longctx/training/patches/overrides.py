@@ -174,6 +174,18 @@ OVERRIDES: tuple[Override, ...] = (
         ),
     ),
     Override(
+        method="transformers.trainer.Trainer.create_accelerator_and_postprocess",
+        overridden_by=f"{DPO_TRAINER}.create_accelerator_and_postprocess",
+        why="a `frozen_model` reference gets the policy's per-model fixes (longctx/training/model_fixes.py) here: "
+        "DPOTrainer.__init__ calls Trainer.__init__, which builds the accelerator in this method, before it hands "
+        "the reference to TRL's own `deepspeed.initialize` (prepare_deepspeed), where no fix could still apply",
+        written_against="transformers==5.23.0, trl==1.16.0",
+        source_sha256="d649720bec7e782ad57f9126c98eb5cd3bc0ee59118f5445655f1a5744e436bc",
+        relies_on=(
+            ("trl.models.utils.prepare_deepspeed", "86d126e5d92c55d24a93f055b4c21656dbf11d26c01871518c60c2e80587ff2c"),
+        ),
+    ),
+    Override(
         method="trl.trainer.dpo_trainer.DPOTrainer._prepare_dataset",
         overridden_by=f"{DPO_TRAINER}._prepare_dataset",
         why="rows data_prep packed (with `sequence_ids`) are used as they are; data_prep tokenized them as this "

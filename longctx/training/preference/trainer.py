@@ -22,11 +22,11 @@ import dataclasses
 import torch
 from trl import DPOTrainer
 
-from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.checkpoints.commit import save_atomically
 from longctx.training.checkpoints.resume import checkpoint_topology, relabel_shards, resumable
 from longctx.training.checkpoints.universal import use_universal_if_needed
 from longctx.training.model_build import save_effective_config
+from longctx.training.model_fixes import prepare_model, require_prepared
 from longctx.training.preference.log_probs import pair_sums
 from longctx.training.preference.loss import preference_loss
 from longctx.training.preference.metrics import exact_eval_loss, record
@@ -37,26 +37,20 @@ from longctx.training.sequence_parallel.mesh import sp_enabled, sp_size
 from longctx.training.trainer import LongContextSFTTrainer
 
 
-def enable_prefix_sharing(model, recipe) -> None:
-    """Read the rows' restarts at p > 0 as branches of a shared prompt (longctx/training/attention/shared_prefix.py),
-    on the attention paths that implement it: full attention through the isolated sdpa. Refused elsewhere."""
+def refuse_router_aux(trainer) -> None:
+    """The recipe rule on the built model (its config may not have been on disk at parse time), and TRL's own
+    decision: a load-balancing term TRL would add is refused, never dropped (longctx/config/rules/preference.py)."""
+    from longctx.config.problems import error
     from longctx.config.recipe import RecipeError
-    from longctx.training.attention.document_layout import install_shared_prefix_layout
-    from longctx.training.attention.isolation import sliding_window_layers
+    from longctx.config.rules.preference import router_aux_problems
 
-    config = model.config
-    layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"])
-    why = None
-    if getattr(config, "_attn_implementation", None) != "sdpa":
-        why = f"attention {config._attn_implementation!r} (prefix sharing runs on sdpa's document isolation)"
-    elif sliding_window_layers(config) or layer_types != {"full_attention"}:
-        why = "sliding-window or linear-attention layers (a branch would need the prompt's state: not implemented)"
-    elif getattr(config, "model_type", "") == "gpt_oss":
-        why = "attention sinks (gpt-oss)"
-    if why is None and install_shared_prefix_layout(model):
-        return
-    fix = "set `prefix_sharing: false`"
-    raise RecipeError(recipe.config_source, [f"`prefix_sharing` is not supported with {why or 'this model'}; {fix}"])
+    source = trainer.recipe.config_source
+    problems = router_aux_problems(trainer.args.router_aux_loss_coef, trainer.model.config.to_dict(), source)
+    if trainer.aux_loss_enabled and not problems:  # TRL enables it where the rule saw nothing: refused all the same
+        msg = f"is {trainer.router_aux_loss_coef} for this model; the long-context DPO trainer does not compute it"
+        problems = [error(source, "router_aux_loss_coef", msg, "set `router_aux_loss_coef: 0`")]
+    if problems:
+        raise RecipeError(source, problems)
 
 
 class PairlessPadding(RankShare):
@@ -81,27 +75,26 @@ class LongContextDPOTrainer(DPOTrainer):
         # TRL builds a second model unless told the reference log-probs are precomputed; ours are computed on the
         # SP mesh in _prepare_for_training (TRL's own pass, `_precompute_ref_logps`, is a no-op here)
         config.precompute_ref_log_probs = config.reference_log_probs in ("precomputed", "none")
+        self.unprepared_reference = kwargs.get("ref_model")  # prepared in create_accelerator_and_postprocess
         super().__init__(*args, **kwargs)
         config.precompute_ref_log_probs = False
         self.loss_is_scaled_for_ga = True  # weighted over the step's pairs already (_compute_loss)
         self.sp = sp_size(self.accelerator)
         if self.sp > 1:  # what DeepSpeed divides the summed gradients by decides the reduction's gradient
             set_gradient_divisor(self.accelerator, self.sp)
-        LongContextSFTTrainer.install_model_fixes(self)  # the same per-model fixes as SFT (isolation, ALST, ...)
-        self.install_attention_layouts(config.prefix_sharing)
+        refuse_router_aux(self)
+        LongContextSFTTrainer.install_model_fixes(self)  # the policy: prepare_model, as SFT's (prefix sharing too)
         LongContextSFTTrainer.add_run_callbacks(self)  # throughput/MFU/memory, topology.json, optimizer report
 
-    def install_attention_layouts(self, prefix_sharing: bool) -> None:
-        """Prefix sharing on the policy; and a `frozen_model` reference (inside TRL's DeepSpeed inference engine)
-        gets the same document isolation and prefix sharing as the policy."""
-        if prefix_sharing:  # a shared prompt's two answers: branches of one document
-            enable_prefix_sharing(self.model, self.recipe)
-        if self.ref_model is None:
-            return
-        reference = getattr(self.ref_model, "module", self.ref_model)
-        install_document_layout(reference, self.recipe, "sdpa")
-        if prefix_sharing:
-            enable_prefix_sharing(reference, self.recipe)
+    def create_accelerator_and_postprocess(self):
+        """Also prepare a `frozen_model` reference with the policy's fixes (longctx/training/model_fixes.py). Trainer
+        builds the accelerator here, inside DPOTrainer.__init__ and before it hands the reference to its own
+        `deepspeed.initialize` (ZeRO-3 leaf flags must precede the engine; accelerate's refusal of unconverted
+        recurrent layers never runs there): the one moment the mesh is known and the reference is not wrapped yet."""
+        super().create_accelerator_and_postprocess()
+        reference, self.unprepared_reference = self.unprepared_reference, None
+        if reference is not None:
+            prepare_model(reference, self.recipe, self.args, self.accelerator, role="reference")
 
     # ---- data: prepared rows, as data_prep packed them
 
@@ -148,6 +141,9 @@ class LongContextDPOTrainer(DPOTrainer):
         model, loader = super()._prepare_for_training(max_steps, train_dataloader, resume_from_checkpoint)
         loader = resumable(loader)
         self.callback_handler.train_dataloader = loader
+        require_prepared(self.model, "policy")  # no model runs half-prepared (model_fixes.py)
+        if self.ref_model is not None:
+            require_prepared(self.ref_model, "reference")
         if self.args.reference_log_probs == "precomputed":
             resuming = resume_from_checkpoint is not None
             sets = [("train", self.train_dataset)] + ([("eval", self.eval_dataset)] if self.eval_dataset else [])
