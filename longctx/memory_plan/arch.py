@@ -18,9 +18,8 @@ which the properties below sum layer by layer instead of multiplying one layer b
 from dataclasses import dataclass
 
 from longctx.config.architectures import moe_sizes
-from longctx.config.families.registry import family_of
 from longctx.config.layer_shapes import LayerShapes, layer_shapes
-from longctx.config.linear_layers import LinearAttention
+from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
 @dataclass(frozen=True)
@@ -44,15 +43,14 @@ class Arch:
 
     @classmethod
     def from_config(cls, config: dict) -> "Arch":
-        """Sizes from the config's keys; what a model type implies beyond them (Qwen3.5's output gate, whether the
-        family routes experts) from its family row (longctx/config/families/), the one reader of family facts.
-        A config of no known family is read from its keys alone."""
-        row = family_of(config)
+        """Sizes from the config's keys (experts: config/architectures.py `moe_sizes`); what a model type implies
+        beyond them (Qwen3.5's output gate) from its family row, through config/linear_layers.py `gated_attention`."""
+        gate = gated_attention(config)
         config = config.get("text_config") or config
         heads = int(config["num_attention_heads"])
         hidden = int(config["hidden_size"])
         shapes = layer_shapes(config)
-        moe = {} if row is not None and not row.moe else moe_sizes(config) if shapes is None else shaped_moe(shapes)
+        moe = moe_sizes(config) if shapes is None else shaped_moe(shapes)
         return cls(
             hidden=hidden,
             layers=int(config["num_hidden_layers"]),
@@ -63,7 +61,7 @@ class Arch:
             head_dim=int(config.get("head_dim") or hidden // heads),
             tied=bool(config.get("tie_word_embeddings", False)),
             linear=LinearAttention.from_config(config),
-            attention_gate=bool(row and row.gated_attention),
+            attention_gate=gate,
             shapes=shapes,
             **moe,
         )

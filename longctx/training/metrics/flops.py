@@ -40,9 +40,8 @@ from types import SimpleNamespace
 import torch
 
 from longctx.config.architectures import moe_sizes
-from longctx.config.families.registry import family_of
 from longctx.config.layer_shapes import LayerShapes, layer_shapes
-from longctx.config.linear_layers import LinearAttention
+from longctx.config.linear_layers import LinearAttention, gated_attention
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,9 @@ class FlopCounts:
 
     @classmethod
     def from_config(cls, config) -> "FlopCounts":
-        """From a config dict or object: sizes from its keys, what the model type implies beyond them (the output
-        gate, routed experts) from its family row (longctx/config/families/), the one reader of family facts."""
-        row = family_of(config)
+        """From a config dict or object: sizes from its keys (experts: config/architectures.py `moe_sizes`), what the
+        model type implies beyond them (the output gate) from its family row, through `gated_attention`."""
+        gate = gated_attention(config)
         if isinstance(config, dict):  # a config.json as read (the planner's), its language model's part
             config = SimpleNamespace(**(config.get("text_config") or config))
         config = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -71,13 +70,13 @@ class FlopCounts:
         hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or hidden // heads
         kv = getattr(config, "num_key_value_heads", None) or heads
-        mlp = active_mlp_params(as_dict, routed=row is None or row.moe)
+        mlp = active_mlp_params(as_dict)
         types = getattr(config, "layer_types", None) or []
         window = getattr(config, "sliding_window", None) if "sliding_attention" in types else None
         sliding = sum(kind == "sliding_attention" for kind in types) if window else 0
         linear = LinearAttention.from_config(as_dict)
         softmax = layers - (linear.layers if linear else 0)
-        q_width = heads * (2 if row and row.gated_attention else 1)  # Qwen3.5's q_proj also emits the output gate
+        q_width = heads * (2 if gate else 1)  # Qwen3.5's q_proj also emits the output gate
         per_token = 2.0 * (softmax * hidden * head_dim * (q_width + heads + 2 * kv) + layers * mlp)
         if linear:  # its projections' weights, then its recurrence and convolution
             per_token += linear.layers * (2.0 * linear.projection_weights(hidden) + linear.forward_flops_per_token())
@@ -137,12 +136,11 @@ class FlopCounts:
         return self.model(tokens, pairs, head, windowed_pairs) + extra
 
 
-def active_mlp_params(config: dict, routed: bool = True) -> float:
+def active_mlp_params(config: dict) -> float:
     """Mean MLP weights a token runs per layer: the gated MLP, or in MoE layers its top_k experts, the router and the
-    shared expert with its gate (Qwen3.5-MoE, Qwen3-Next; every token runs it). `routed`: the family row's `moe`
-    (a family without routed experts is read as dense whatever its config's keys)."""
+    shared expert with its gate (Qwen3.5-MoE, Qwen3-Next; every token runs it)."""
     hidden, layers = config["hidden_size"], config["num_hidden_layers"]
-    moe = moe_sizes(config) if routed else {}
+    moe = moe_sizes(config)
     if not moe:
         return 3 * hidden * config["intermediate_size"]
     dense = 3 * hidden * (config.get("intermediate_size") or 0)
