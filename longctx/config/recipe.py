@@ -192,6 +192,14 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
             "benchmarks/gpu_step.py reads it). Each step starts with the GPU's cached blocks released: for measuring."
         },
     )
+    step_record_components: bool = field(
+        default=False,
+        metadata={
+            "help": "With `step_record`: profile each recorded step (torch.profiler) and add its communication "
+            "seconds by kind (all-to-all, point-to-point, all-gather, reduce, and PCIe copies on CUDA): what "
+            "`python -m longctx.memory_plan.fit` calibrates the step-time plan against. Slows the recorded steps."
+        },
+    )
 
 
 TRAINERS = ("sft", "dpo")

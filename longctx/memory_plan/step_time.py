@@ -35,6 +35,7 @@ class StepTime:
 
     components: dict
     overlapped: dict  # the ring's and ZeRO's whole traffic time, of which `*_exposed` is what compute does not hide
+    traffic: dict  # seconds on the links by the kinds a step record measures (`traffic`), per optimizer step
     tokens_per_step: float
     model_flops_per_gpu: float  # per optimizer step, MFU's numerator (flops.FlopCounts.model)
     num_gpus: int
@@ -83,8 +84,8 @@ def micro_step(arch: Arch, counts: FlopCounts, i: PlanInputs, hw: HardwareProfil
     recompute = f["recompute_linear"] / hw.flops("matmul") + f["recompute_attention"] / attention_rate
     compute = linear + attention + recompute
     node = i.node_gpus
-    gathered, swapped = time_terms.ring_bytes(arch, i, doc)
-    gather, swap = gathered / link(hw, i.sp, node), swapped / link(hw, i.sp, node)
+    gathered, reduced, swapped = time_terms.ring_bytes(arch, i, doc)
+    gather, swap = (gathered + reduced) / link(hw, i.sp, node), swapped / link(hw, i.sp, node)
     ring_compute = attention + f["recompute_attention"] / attention_rate
     strides = time_terms.ring_strides(arch, i)  # the first stride's gather is exposed, each next one hides
     ring_exposed = gather / strides + (strides - 1) / strides * max(0.0, gather - ring_compute) + swap
@@ -103,6 +104,23 @@ def micro_step(arch: Arch, counts: FlopCounts, i: PlanInputs, hw: HardwareProfil
         "checkpoint_offload": pcie["checkpoints"] / pcie_rate,
     }
     return exposed, {"ring": gather + swap, "zero": zero_total}
+
+
+def traffic(arch: Arch, i: PlanInputs, hw: HardwareProfile, doc: int) -> dict:
+    """Seconds on the links per micro-step, overlapped or not, by the kinds a step record measures
+    (longctx/training/metrics/step_record.py `comm_s`): what `fit` compares with measured steps."""
+    node, pcie_rate = i.node_gpus, hw.pcie_bytes_per_s * hw.pcie_efficiency
+    ring_link, zero_link = link(hw, i.sp, node), link(hw, i.num_gpus, node)
+    ring_gathered, ring_reduced, swapped = time_terms.ring_bytes(arch, i, doc)
+    zero_gathered, zero_reduced = time_terms.zero_bytes(arch, i)
+    pcie = time_terms.pcie_bytes(arch, i)
+    return {
+        "all_to_all": time_terms.all_to_all_bytes(arch, i) / link(hw, i.ulysses, node),
+        "p2p": swapped / ring_link,
+        "all_gather": ring_gathered / ring_link + zero_gathered / zero_link,
+        "reduce": ring_reduced / ring_link + zero_reduced / zero_link,
+        "pcie": (pcie["optimizer_micro"] + pcie["checkpoints"]) / pcie_rate,
+    }
 
 
 def optimizer_step(arch: Arch, i: PlanInputs, hw: HardwareProfile) -> dict:
@@ -135,9 +153,14 @@ def predict(
         components[name] += value
     model = time_terms.step_flops(counts, inputs, doc)["model"] * steps
     dp = inputs.num_gpus // inputs.sp
+    links = {k: v * steps for k, v in traffic(arch, inputs, profile, doc).items()}
+    links["pcie"] += time_terms.pcie_bytes(arch, inputs)["optimizer_step"] / (
+        profile.pcie_bytes_per_s * profile.pcie_efficiency
+    )
     return StepTime(
         components=components,
         overlapped={k: v * steps for k, v in overlapped.items()},
+        traffic=links,
         tokens_per_step=inputs.micro_batch * inputs.seq_len * steps * dp,
         model_flops_per_gpu=model,
         num_gpus=inputs.num_gpus,

@@ -78,23 +78,23 @@ def passes(i: PlanInputs) -> int:
     return 3 if i.grad_ckpt else 2
 
 
-def ring_bytes(arch: Arch, i: PlanInputs, doc: int) -> tuple[float, float]:
-    """(gathered, swapped) bytes one rank moves in the ring per micro-step (longctx/training/sequence_parallel/ring.py,
-    on a GPU ring-flash-attn's llama3 functions, ring_gpu.py): each softmax layer all-gathers its chunk's K and V over
-    the R ranks ((R - 1) / R of S tokens of its max(KV / U, 1) heads), again in backward with the reduce-scatter of
-    their gradients, and again in recompute; with the causal balance (a document longer than a chunk) the mirror
-    swaps of queries and outputs (half a chunk of H / U heads, each way, forward and backward, and in recompute)."""
+def ring_bytes(arch: Arch, i: PlanInputs, doc: int) -> tuple[float, float, float]:
+    """(gathered, reduced, swapped) bytes one rank moves in the ring per micro-step
+    (longctx/training/sequence_parallel/ring.py, on a GPU ring-flash-attn's llama3 functions, ring_gpu.py): each
+    softmax layer all-gathers its chunk's K and V over the R ranks ((R - 1) / R of S tokens of its max(KV / U, 1)
+    heads) in forward, again in backward and in recompute, and reduce-scatters their gradients in backward; with the
+    causal balance (a document longer than a chunk) the mirror swaps of queries and outputs (half a chunk of H / U
+    heads, each way, forward and backward, and in recompute)."""
     if i.ring == 1:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     kv_heads, q_heads = max(arch.kv_heads / i.ulysses, 1), arch.heads / i.ulysses
     rows, softmax = i.micro_batch, arch.layers - arch.linear_layers
-    units = 1 + 2 + (1 if i.grad_ckpt else 0)  # forward, backward (K, V and dK, dV), recompute
-    gathered = units * rows * i.seq_len * (i.ring - 1) / i.ring * kv_heads * arch.head_dim * 2 * BF16
+    unit = softmax * rows * i.seq_len * (i.ring - 1) / i.ring * kv_heads * arch.head_dim * 2 * BF16  # K and V
     chunk = i.seq_len / i.ring
     swapped = 0.0
     if doc > chunk:  # ring.choose_balance swaps the mirror halves when one document spans chunks
-        swapped = (2 + 2 + (2 if i.grad_ckpt else 0)) * rows * chunk / 2 * q_heads * arch.head_dim * BF16
-    return softmax * gathered, softmax * swapped
+        swapped = softmax * (2 + 2 + (2 if i.grad_ckpt else 0)) * rows * chunk / 2 * q_heads * arch.head_dim * BF16
+    return unit * (3 if i.grad_ckpt else 2), unit, swapped
 
 
 def ring_strides(arch: Arch, i: PlanInputs) -> int:

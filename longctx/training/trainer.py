@@ -71,7 +71,7 @@ class LongContextSFTTrainer(SFTTrainer):
         self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # schedule horizon check
         self.add_callback(OptimizerReport(self))  # which optimizer really steps (DeepSpeed's CPU Adam?)
         if self.recipe.step_record:  # one JSON line per step, memory reset between steps (the GPU step benchmark)
-            self.add_callback(StepRecord(self, self.recipe.step_record))
+            self.add_callback(StepRecord(self, self.recipe.step_record, self.recipe.step_record_components))
         if self.recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
             from longctx.training.retrieval.callback import RetrievalCallback
 
