@@ -95,6 +95,8 @@ def test_documents_are_read_from_position_ids_as_the_metrics_read_them():
     assert [x.tolist() for x in row_documents(dataset)] == [per_row.tolist(), lengths.tolist()]
     pairs = np.add.reduceat(lengths * (lengths + 1) / 2, np.concatenate([[0], np.cumsum(per_row)[:-1]]))
     assert pairs.tolist() == [causal_pairs(torch.tensor([r])) for r in rows]
+    view = dataset.select([2, 0])  # a view with indices (TRL's own preparation, a shuffle): read in its order
+    assert [x.tolist() for x in row_documents(view)] == [[3, 3], [1, 2, 1, 3, 4, 1]]
 
 
 def test_row_work_is_the_step_time_plans():

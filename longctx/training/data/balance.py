@@ -54,11 +54,9 @@ def documents_of_positions(offsets: np.ndarray, positions: np.ndarray) -> tuple[
 
 
 def row_documents(dataset) -> tuple[np.ndarray, np.ndarray]:
-    """(documents per row, document lengths) of a `datasets` table, shard by shard: from `position_ids` (prepared
-    rows), else one document a row of `input_ids`' length."""
+    """(documents per row, document lengths) of a `datasets` table in the dataset's row order, shard by shard: from
+    `position_ids` (prepared rows), else one document a row of `input_ids`' length."""
     table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
-    if getattr(dataset, "_indices", None) is not None:
-        raise ValueError("row balancing reads the rows in storage order: a selected or shuffled view has indices")
     column = "position_ids" if "position_ids" in table.column_names else "input_ids"
     per_row, lengths = [], []
     for chunk in table.column(column).chunks:
@@ -71,7 +69,18 @@ def row_documents(dataset) -> tuple[np.ndarray, np.ndarray]:
             rows, docs = np.ones(len(offsets) - 1, np.int64), np.diff(offsets)
         per_row.append(rows)
         lengths.append(docs)
-    return np.concatenate(per_row or [np.zeros(0, np.int64)]), np.concatenate(lengths or [np.zeros(0, np.int64)])
+    per_row = np.concatenate(per_row or [np.zeros(0, np.int64)])
+    lengths = np.concatenate(lengths or [np.zeros(0, np.int64)])
+    indices = getattr(dataset, "_indices", None)  # a selected, shuffled or filtered view of the table
+    return in_view(per_row, lengths, indices.column(0).to_numpy()) if indices is not None else (per_row, lengths)
+
+
+def in_view(per_row: np.ndarray, lengths: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The documents of storage rows `rows`, in that order."""
+    starts = np.concatenate([[0], np.cumsum(per_row)[:-1]]).astype(np.int64)
+    counts = per_row[rows]
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return counts, lengths[np.repeat(starts[rows], counts) + within]
 
 
 def row_work(per_row: np.ndarray, lengths: np.ndarray, counts: FlopCounts, hw: HardwareProfile) -> np.ndarray:
