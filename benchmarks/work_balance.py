@@ -32,11 +32,12 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 K = 1024
-# (label, row length, dp, micro-batch, accumulation): the catalog's dp recipes first, then meshes with accumulation
+# (label, row length, dp, micro-batch, accumulation): the catalog's dp meshes first (micro-batch 1, no accumulation:
+# llama8b-1m, qwen32b-256k, llama70b-128k), then meshes with accumulation or larger micro-batches; Llama-3.1-8B's work
 MESHES = (
-    ("llama8b-1m (4x8, sp8 x dp4)", 1024 * K, 4, 1, 1),
-    ("qwen32b-256k / 256K sp8 x dp2", 256 * K, 2, 1, 1),
-    ("llama70b-128k (2x8, sp8 x dp2)", 128 * K, 2, 1, 1),
+    ("1M, dp4 (llama8b-1m's mesh)", 1024 * K, 4, 1, 1),
+    ("256K, dp2 (qwen32b-256k's mesh)", 256 * K, 2, 1, 1),
+    ("128K, dp2 (llama70b-128k's mesh)", 128 * K, 2, 1, 1),
     ("256K, dp2 x accumulation 8", 256 * K, 2, 1, 8),
     ("128K, dp4 x accumulation 4", 128 * K, 4, 1, 4),
     ("64K, dp8 x micro-batch 2", 64 * K, 8, 2, 1),
