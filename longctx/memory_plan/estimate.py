@@ -117,19 +117,7 @@ def estimate(arch_config: dict, inputs: PlanInputs) -> MemoryPlan:
     """
     i, arch = inputs, Arch.from_config(arch_config)
     s = i.micro_batch * math.ceil(i.seq_len / i.sp)
-    mixers = (
-        terms.attention(arch, i.micro_batch * i.seq_len, i.sp, i.attention, i.ring)
-        if arch.linear_layers < arch.layers
-        else 0.0,
-        linear_attention.working_set(arch.linear, i.micro_batch * i.seq_len, i.sp, i.linear_kernel)
-        if arch.linear
-        else 0.0,
-    )
-    layer = (
-        max(mixers),
-        terms.mlp(arch, s, i.tiled_mlp, i.tiled_mlp_shards, i.kernels),
-        terms.hidden_states(arch, s, i.kernels),
-    )
+    mixers, layer = layer_terms(arch, i, s)
     parts = {
         "model_states": model_states(arch, i),
         "gathered_params": terms.gathered_params(arch, i.zero_stage, i.prefetch_bucket),
@@ -155,6 +143,15 @@ def estimate(arch_config: dict, inputs: PlanInputs) -> MemoryPlan:
         reference_model=terms.reference_model(arch, i.num_gpus, i.zero_stage, i.reference) / GIB,
         host_rows=host_rows,
     )
+
+
+def layer_terms(arch: Arch, i: PlanInputs, s: int) -> tuple[tuple, tuple]:
+    """((softmax attention, linear attention) working sets, (the larger mixer, MLP, hidden states)) of one layer."""
+    seq = i.micro_batch * i.seq_len
+    softmax = terms.attention(arch, seq, i.sp, i.attention, i.ring) if arch.linear_layers < arch.layers else 0.0
+    linear = linear_attention.working_set(arch.linear, seq, i.sp, i.linear_kernel) if arch.linear else 0.0
+    mlp = terms.mlp(arch, s, i.tiled_mlp, i.tiled_mlp_shards, i.kernels)
+    return (softmax, linear), (max(softmax, linear), mlp, terms.hidden_states(arch, s, i.kernels))
 
 
 def model_states(arch: Arch, i: PlanInputs) -> float:

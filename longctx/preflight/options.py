@@ -38,25 +38,21 @@ def plan_inputs(launch) -> PlanInputs:
     """
     from longctx.config.rules.isolation import is_packed
 
-    sft, recipe, topo, ds = launch.sft, launch.recipe, launch.topo, launch.ds or {}
+    sft, recipe, topo = launch.sft, launch.recipe, launch.topo
     hidden = (
         (launch.facts.config.get("text_config") or launch.facts.config).get("hidden_size") if launch.facts else None
     )
     attn = launch.model.attn_implementation or "sdpa"
     stock_mask = attn == "sdpa" and is_packed(recipe, sft) and getattr(recipe, "allow_cross_document_attention", False)
     return PlanInputs(
+        **deepspeed_inputs(launch, hidden),
         seq_len=int(sft.max_length or 0),
         sp=topo.sp_size,
         num_gpus=topo.world_size,
-        zero_stage=int((ds.get("zero_optimization") or {}).get("stage", 0)),  # DeepSpeed's default
-        offload_optimizer=offloaded(launch, "optimizer"),
-        offload_params=offloaded(launch, "param"),
         head="trl",
         kernels="liger" if sft.use_liger_kernel else "hf",
         attention="flash" if attn.startswith("flash") else "sdpa",
         packed_mask=bool(stock_mask),
-        reduce_bucket=bucket(ds, "reduce_bucket_size", hidden, 1.0, 5e8),
-        prefetch_bucket=bucket(ds, "stage3_prefetch_bucket_size", hidden, 0.9, 5e7),
         lora_rank=int(getattr(launch.model, "lora_r", None) or 16),
         tiled_mlp=bool(getattr(recipe, "tiled_mlp", False)),
         tiled_mlp_shards=getattr(recipe, "tiled_mlp_shards", None),
@@ -66,15 +62,27 @@ def plan_inputs(launch) -> PlanInputs:
         and bool(sft.gradient_checkpointing_kwargs.get("selective")),
         lora=bool(launch.model.use_peft),
         micro_batch=int(sft.per_device_train_batch_size),
-        comm_fp32=topo.sp_size > 1 and ds.get("seq_parallel_communication_data_type", "fp32") != "bf16",
         gpus_per_node=launch.machine.gpus_per_node or topo.processes_per_machine,
         ring=topo.sp_ring_size,  # hybrid Ulysses x ring: the ring's gathered K/V (terms.ring_buffers)
-        pin_memory=bool(offload_setting(launch, "pin_memory", True)),
-        sub_group_size=float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
-        offload_ratio=float(offload_setting(launch, "ratio", 1.0)),
         reference=getattr(sft, "reference_log_probs", "none"),  # DPO recipes: where the reference comes from
         accumulation=int(sft.gradient_accumulation_steps or 1),
     )
+
+
+def deepspeed_inputs(launch, hidden: int | None) -> dict:
+    """The plan inputs the DeepSpeed JSON (and the accelerate YAML's offload keys) decide."""
+    ds, sp = launch.ds or {}, launch.topo.sp_size
+    return {
+        "zero_stage": int((ds.get("zero_optimization") or {}).get("stage", 0)),  # DeepSpeed's default
+        "offload_optimizer": offloaded(launch, "optimizer"),
+        "offload_params": offloaded(launch, "param"),
+        "reduce_bucket": bucket(ds, "reduce_bucket_size", hidden, 1.0, 5e8),
+        "prefetch_bucket": bucket(ds, "stage3_prefetch_bucket_size", hidden, 0.9, 5e7),
+        "comm_fp32": sp > 1 and ds.get("seq_parallel_communication_data_type", "fp32") != "bf16",
+        "pin_memory": bool(offload_setting(launch, "pin_memory", True)),
+        "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
+        "offload_ratio": float(offload_setting(launch, "ratio", 1.0)),
+    }
 
 
 def gpu_gib(launch) -> float | None:
