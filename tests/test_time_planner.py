@@ -118,3 +118,19 @@ def test_make_plan_prints_the_choice_and_its_runner_up(recipe, capsys):
     out = capsys.readouterr().out
     assert "planner's choice (fastest predicted that fits): Ulysses" in out
     assert "runner-up: Ulysses" in out and "the recipe's own" in out
+
+
+def test_the_planner_never_picks_a_ring_the_recipes_rules_refuse(capsys):
+    """llama8b-dpo-64k with packed 8K documents: a pure ring would be predicted fastest, but DPO prefix sharing on a
+    GPU ring is refused by the recipe's own rules (longctx/config/rules/preference.py), so no ring is offered."""
+    from longctx.commands.validate import main
+    from longctx.preflight.load import Machine, load_launch
+    from longctx.preflight.time_plan import allowed_rings
+
+    launch = load_launch("recipes/llama3.1-8b/dpo-64k-sp4.yaml", [], Machine())
+    assert allowed_rings(launch) == {1}
+    inputs = NODE.but(seq_len=64 * K, sp=4, num_gpus=4, gpus_per_node=4, tiled_mlp=False)
+    assert ranked(CONFIG, inputs, HW, LIMIT, doc_length=8 * K)[0].inputs.ring > 1  # what the rule takes away
+    main(["plan", "llama8b-dpo-64k", "--num-gpus", "4", "--gpu-memory-gb", "80", "--doc-length", "8192"])
+    choice = next(x for x in capsys.readouterr().out.splitlines() if "planner's choice" in x)
+    assert "Ulysses 4 x ring 1" in choice

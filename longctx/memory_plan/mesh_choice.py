@@ -45,8 +45,9 @@ def checkpointing_kind(i: PlanInputs) -> str:
     return next(kind for kind, sets in CHECKPOINTING.items() if all(getattr(i, k) == v for k, v in sets.items()))
 
 
-def splits(config: dict, i: PlanInputs) -> list[tuple[int, int]]:
-    """Every (U, R) of sp this model and node allow (longctx/config/rules/ring.py's rules)."""
+def splits(config: dict, i: PlanInputs, rings: set[int] | None = None) -> list[tuple[int, int]]:
+    """Every (U, R) of sp this model and node allow (longctx/config/rules/ring.py's rules), of the ring sizes `rings`
+    the launch's own rules allow when given (a recipe can refuse a ring: DPO prefix sharing on a GPU)."""
     text = config.get("text_config") or config
     heads, kv = int(text["num_attention_heads"]), int(text.get("num_key_value_heads") or text["num_attention_heads"])
     ring_ok = not attention_features(config)
@@ -54,14 +55,15 @@ def splits(config: dict, i: PlanInputs) -> list[tuple[int, int]]:
     for u in range(i.sp, 0, -1):
         if i.sp % u or i.node_gpus % u or not ulysses_fits(heads, kv, u) or (u < i.sp and not ring_ok):
             continue
-        found.append((u, i.sp // u))
+        if rings is None or i.sp // u in rings:
+            found.append((u, i.sp // u))
     return found
 
 
-def variants(config: dict, i: PlanInputs) -> list[PlanInputs]:
+def variants(config: dict, i: PlanInputs, rings: set[int] | None = None) -> list[PlanInputs]:
     """The launch's own inputs varied by split, optimizer offload and checkpointing kind (module docstring)."""
     out = []
-    for _, ring in splits(config, i):
+    for _, ring in splits(config, i, rings):
         for offload in (False, True):
             for kind, sets in CHECKPOINTING.items():
                 if kind == "selective checkpointing" and i.lora and i.zero_stage == 3:
@@ -76,10 +78,11 @@ def candidate(config: dict, i: PlanInputs, profile: HardwareProfile, doc_length:
 
 
 def ranked(config: dict, i: PlanInputs, profile: HardwareProfile, gpu_limit_gib: float,
-           host_limit_gib: float | None = None, doc_length: int | None = None) -> list[Candidate]:  # fmt: skip
-    """The variants that fit `gpu_limit_gib` per GPU (and `host_limit_gib` per node, when known), fastest first
-    (ties: the less GPU memory)."""
-    found = [candidate(config, v, profile, doc_length) for v in variants(config, i)]
+           host_limit_gib: float | None = None, doc_length: int | None = None,
+           rings: set[int] | None = None) -> list[Candidate]:  # fmt: skip
+    """The variants that fit `gpu_limit_gib` per GPU (and `host_limit_gib` per node, when known), of the ring sizes
+    `rings` when given, fastest first (ties: the less GPU memory)."""
+    found = [candidate(config, v, profile, doc_length) for v in variants(config, i, rings)]
     fit = [c for c in found if c.gpu_gib <= gpu_limit_gib and (host_limit_gib is None or c.host_gib <= host_limit_gib)]
     return sorted(fit, key=lambda c: (c.time.step_s, c.gpu_gib))
 

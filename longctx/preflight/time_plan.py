@@ -26,10 +26,24 @@ def own_and_ranked(launch, gpu_gib: float) -> tuple[Candidate, list[Candidate]]:
     inputs, hardware, doc = plan_inputs(launch), launch_profile(launch), launch.machine.doc_length
     ram = launch.machine.host_memory_gib
     host_limit = HOST_TIGHT * ram if ram else None
-    config = launch.facts.config
-    return candidate(config, inputs, hardware, doc), ranked(
-        config, inputs, hardware, GPU_TIGHT * gpu_gib, host_limit, doc
-    )
+    config, rings = launch.facts.config, allowed_rings(launch)
+    found = ranked(config, inputs, hardware, GPU_TIGHT * gpu_gib, host_limit, doc, rings)
+    return candidate(config, inputs, hardware, doc), found
+
+
+def allowed_rings(launch) -> set[int]:
+    """The ring sizes R of the launch's sp that its recipe's own rules accept: an R whose topology brings an error the
+    launch's own does not have is left out (longctx/config/rules/: DPO prefix sharing on a GPU ring, say)."""
+    from dataclasses import replace
+
+    from longctx.config.rules import recipe_problems
+
+    def errors(topo) -> set[tuple[str, str]]:
+        found = recipe_problems(launch.recipe, launch.sft, launch.model, topo, launch.source)
+        return {(p.key, p.message) for p in found if p.severity == "error"}
+
+    own, sp = errors(launch.topo), launch.topo.sp_size
+    return {r for r in range(1, sp + 1) if sp % r == 0 and not errors(replace(launch.topo, sp_ring_size=r)) - own}
 
 
 def time_dict(own: Candidate, found: list[Candidate]) -> dict:
