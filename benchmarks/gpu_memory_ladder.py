@@ -47,14 +47,18 @@ H200_GB = 141.0
 def plan_gib(config, seq_len: int, options: dict, tiny: bool) -> float:
     """memory_plan's per-rank total for this point: the stack above on one GPU."""
     from longctx.memory_plan.estimate import estimate
+    from longctx.memory_plan.inputs import PlanInputs
 
-    return estimate(config.to_dict(), seq_len=seq_len, sp=1, **plan_kwargs(tiny), **options).total_gib
+    inputs = PlanInputs(seq_len=seq_len, sp=1, **plan_kwargs(tiny), **options)
+    return estimate(config.to_dict(), inputs).total_gib
 
 
 def plan_max(config, gpu_gib: float, options: dict, tiny: bool) -> int:
     from longctx.memory_plan.estimate import max_seq_len
+    from longctx.memory_plan.inputs import PlanInputs
 
-    return max_seq_len(config.to_dict(), gpu_gib, sp=1, step=STEP, **plan_kwargs(tiny), **options)
+    inputs = PlanInputs(seq_len=0, sp=1, **plan_kwargs(tiny), **options)
+    return max_seq_len(config.to_dict(), gpu_gib, inputs, step=STEP)
 
 
 def plan_kwargs(tiny: bool) -> dict:

@@ -15,7 +15,9 @@
   one), then the recipe's max_length as one document and as documents of 8K; random token ids (seeded), every
   token labelled.
 - per row, the memory plan of exactly what runs (preflight's own options for this recipe, this row's length, the
-  host terms with the Adam states: every row is an optimizer step).
+  host terms with the Adam states: every row is an optimizer step), and the step-time plan of it on the H200
+  profile (predicted seconds by component and on the links) with the inputs `python -m longctx.memory_plan.fit`
+  recomputes it from; the run records each step's communication by kind (`step_record_components`).
 and prints one JSON object: the launch argv (longctx/launch/accelerate_launch.py) and the rows with their plans.
 
     python benchmarks/gpu_step_recipe.py prepare --work DIR [--recipe R] [--tiny] [--repeat N]
@@ -84,7 +86,7 @@ def measured_recipe(path: Path, work: Path, tiny: bool) -> tuple[dict, list[str]
         values |= {"dataset_name": str(work / "data"), "prepared_data_dir": str(work / "prepared")}
     values |= {"output_dir": str(work / "out"), "save_strategy": "no", "logging_steps": 1, "report_to": "none"}
     values |= {"train_sampling_strategy": "sequential", "dataloader_num_workers": 0, "eval_holdout": 0}
-    values |= {"retrieval_eval_steps": 0, "num_train_epochs": 1}
+    values |= {"retrieval_eval_steps": 0, "num_train_epochs": 1, "step_record_components": True}
     return values, changes
 
 
@@ -112,17 +114,35 @@ def plans(recipe_yaml: Path, rows: list[dict]) -> None:
     """Each row's memory plan (GPU and host, with terms), as preflight plans this recipe at the row's length."""
     from longctx.memory_plan.estimate import estimate
     from longctx.preflight.load import Machine, load_launch
-    from longctx.preflight.options import plan_options
+    from longctx.preflight.options import plan_inputs
 
     launch = load_launch(str(recipe_yaml), [], Machine(gpus_per_node=1, num_nodes=1))
-    options = plan_options(launch)
+    inputs = plan_inputs(launch)
     for row in rows:
-        plan = estimate(launch.facts.config, seq_len=row["seq"], sp=launch.topo.sp_size, **options)
+        plan = estimate(launch.facts.config, inputs.but(seq_len=row["seq"]))
         row["plan_gib"], row["plan_host_gib"] = round(plan.total_gib, 6), round(plan.host_per_node, 6)
         row["plan_terms"] = {k: round(v, 6) for k, v in plan.rows() if v}
         row["plan_host_terms"] = {k: round(v, 6) for k, v in plan.host_rows if v}
         row["flops"] = step_flops(launch, row["seq"], row["docs"])
         row["plan_for"] = "an optimizer step: the Adam states counted where they are (every row takes one)"
+        row |= time_plan(launch.facts.config, inputs.but(seq_len=row["seq"]), row["seq"] // row["docs"])
+
+
+def time_plan(config: dict, inputs, doc: int) -> dict:
+    """The step-time plan of this row on the H200 profile (predicted; the row's measurement sits beside it), and the
+    inputs `python -m longctx.memory_plan.fit` recomputes it from."""
+    from dataclasses import asdict
+
+    from longctx.memory_plan.step_time import predict
+    from longctx.training.metrics.hardware import PROFILES
+
+    t = predict(config, inputs, PROFILES["h200"], doc)
+    return {
+        "time_inputs": {"config": config, "inputs": asdict(inputs), "doc_length": doc},
+        "predicted_step_s": round(t.step_s, 6),
+        "predicted_components_s": {k: round(v, 6) for k, v in t.components.items() if v},
+        "predicted_comm_s": {k: round(v, 6) for k, v in t.traffic.items() if v},
+    }
 
 
 def step_flops(launch, seq: int, docs: int) -> float:

@@ -24,4 +24,15 @@ def prepare_for_recipe(recipe, sft, model, topo, name: str, force: bool = False,
         source = source_fingerprint(side) if side.inputs else []
         settings = prep_settings(recipe, sft, model, topo, role)
         write_manifest(settings, where, key, source, display_path(resolve_recipe(name)))
+    report_balance(folder, recipe, sft, model, topo)
     return folder
+
+
+def report_balance(folder, recipe, sft, model, topo) -> None:
+    """The data report's work balance at the recipe's mesh (data_prep/balance_report.py), printed after it."""
+    from data_prep.balance_report import balance_line, work_balance
+    from longctx.training.data.balance import resolved
+
+    line = balance_line(work_balance(folder, recipe, sft, model, topo), resolved(recipe))
+    if line:
+        print(line)

@@ -65,7 +65,9 @@ def test_custom_model_code_needs_an_explicit_opt_in(tmp_path):
     with pytest.raises(RecipeError) as exc:
         parse_recipe(argv)
     assert any("trust_remote_code: true" in str(p) for p in exc.value.problems)
-    parse_recipe([*argv, "--trust_remote_code", "true"])  # stated explicitly: accepted
+    with pytest.raises(RecipeError, match="accept_unproven_remote_code_under_sp"):  # at sp=2: a second opt-in
+        parse_recipe([*argv, "--trust_remote_code", "true"])
+    parse_recipe([*argv, "--trust_remote_code", "true", "--accept_unproven_remote_code_under_sp", "true"])  # accepted
 
 
 def test_trust_remote_code_defaults_to_false():

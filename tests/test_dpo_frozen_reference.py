@@ -25,7 +25,7 @@ QWEN35 = ("--model_config_source", "tests/recipes/tiny-qwen3.5", "--reference_lo
 )
 def test_a_frozen_qwen35_reference_equals_the_policy_at_step_1(tmp_path, accel):
     data = write_pairs(tmp_path / "data", n_pairs=6)  # 2 rows: 8 sequences across both shards, 4 in the first
-    both_rows = ("--max_steps", "1", "--per_device_train_batch_size", "2")
+    both_rows = ("--max_steps", "1", "--gradient_accumulation_steps", "2")  # step 1: both rows, weights unchanged
     history, _, stdout = train(tmp_path, data, "out", accel, extra=(*QWEN35, *both_rows))
     assert "[reference] [linear-attention]" in stdout  # the reference's layers converted, said once
     step = history[0]

@@ -8,6 +8,7 @@ import pytest
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.estimate import estimate
+from longctx.memory_plan.inputs import PlanInputs
 from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture)
 
 SNAPSHOT = ARCHITECTURES_DIR / "openai/gpt-oss-20b"
@@ -46,7 +47,7 @@ def test_plan_terms_scale_with_experts_where_they_should():
     wider = {**config, "num_experts_per_tok": 8}  # same stored experts, twice the active ones
     options = {"seq_len": 131072, "sp": 8, "num_gpus": 8, "grad_ckpt": True}
     options |= dict.fromkeys(("offload_optimizer", "offload_params", "tiled_mlp", "act_offload"), False)
-    base, half, busy = (estimate(c, **options) for c in (config, fewer, wider))
+    base, half, busy = (estimate(c, PlanInputs(**options)) for c in (config, fewer, wider))
     assert half.model_states < 0.6 * base.model_states and half.mlp == base.mlp
     assert busy.model_states == base.model_states and busy.mlp == pytest.approx(2 * base.mlp)
 

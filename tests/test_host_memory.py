@@ -20,6 +20,7 @@ from longctx.memory_plan.calibration import LLAMA_8B, arch_config
 from longctx.memory_plan.estimate import estimate
 from longctx.memory_plan.gpus import torch_gib
 from longctx.memory_plan.host import host_terms, optimizer_split, pinned
+from longctx.memory_plan.inputs import PlanInputs
 from tests.helpers import REPO
 
 OFFLOAD_1GPU = "llama3.1-8b/sft-32k-1gpu-offload"
@@ -74,8 +75,8 @@ def test_partial_offload_moves_the_first_sub_groups_to_the_gpu():
     master weight and gradient, two Adam moments); the host keeps the other 6 and the whole bf16 gradient buffer."""
     config, arch = arch_config(LLAMA_8B), Arch.from_config(arch_config(LLAMA_8B))
     options = {"tiled_mlp": False, "act_offload": False, "grad_ckpt": True, "offload_params": False}
-    full, part = (estimate(config, seq_len=32768, sp=1, num_gpus=1, offload_optimizer=True, offload_ratio=r, **options)
-                  for r in (1.0, 0.75))  # fmt: skip
+    inputs = PlanInputs(seq_len=32768, sp=1, num_gpus=1, offload_optimizer=True, **options)
+    full, part = (estimate(config, inputs.but(offload_ratio=r)) for r in (1.0, 0.75))
     on_gpu, on_host = optimizer_split(arch, 1, None, 1e9, 0.75)
     assert len(on_gpu) == 2 and len(on_host) == 6 and sum(on_gpu) + sum(on_host) == arch.params
     assert part.model_states - full.model_states == pytest.approx(16 * sum(on_gpu) / 2**30)
@@ -98,7 +99,7 @@ def test_offload_keeps_no_gradient_partition_on_the_gpu():
     """Under optimizer offload the GPU keeps the bf16 weight partition only (2 bytes a parameter)."""
     config, arch = arch_config(LLAMA_8B), Arch.from_config(arch_config(LLAMA_8B))
     options = {"tiled_mlp": False, "act_offload": False, "grad_ckpt": True, "offload_params": False}
-    plan = estimate(config, seq_len=32768, sp=1, num_gpus=1, offload_optimizer=True, **options)
+    plan = estimate(config, PlanInputs(seq_len=32768, sp=1, num_gpus=1, offload_optimizer=True, **options))
     assert plan.model_states == pytest.approx(2 * arch.params / 2**30)
     assert dict(plan.host_rows)["bf16_gradients"] == pytest.approx(16.0)
 

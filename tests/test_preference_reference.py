@@ -45,3 +45,18 @@ def test_a_shard_is_what_the_sp_loader_hands_a_rank():
     ]
     assert second["input_ids"].tolist() == [[4, 5, 6, 7]] and "labels" not in first
     assert first["sequence_counts"] == second["sequence_counts"] == [2]
+
+
+def test_a_kept_partial_pass_is_read_back_only_for_its_key_and_schedule(tmp_path):
+    """A preempted pass's rows come back (exactly) where the key and the batches' schedule match; a pass for other
+    rows, another starting model or another mesh or batch starts over."""
+    from longctx.training.preference.reference import kept_partial, partial_path, save_partial
+
+    path = partial_path(table_path(str(tmp_path), "train", "k" * 20))
+    assert path.name == f"train-{'k' * 20}.partial.json"
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(is_main_process=True, num_processes=1))
+    assert kept_partial(trainer, path, "k" * 20, (1, 1, 5)) == ({}, 0)
+    save_partial(path, {0: [-70.123456789, -71.5], 1: [-2.0, -3.0]}, "k" * 20, (1, 1, 5), 2)
+    assert kept_partial(trainer, path, "k" * 20, (1, 1, 5)) == ({0: [-70.123456789, -71.5], 1: [-2.0, -3.0]}, 2)
+    assert kept_partial(trainer, path, "j" * 20, (1, 1, 5)) == ({}, 0)
+    assert kept_partial(trainer, path, "k" * 20, (2, 1, 3)) == ({}, 0)

@@ -136,3 +136,18 @@ def test_the_trainer_refuses_a_term_trl_would_add(tmp_path):
         refuse_router_aux(trainer(LlamaConfig(), 0.3, True))
     refuse_router_aux(trainer(Qwen3MoeConfig(), 0.0, False))
     refuse_router_aux(trainer(LlamaConfig(), None, False))
+
+
+def test_the_reference_pass_batch_goes_through_the_batch_rules():
+    """`precompute_ref_batch_size` sets the rows of each reference forward: with flash attention at sp=1 a batch over
+    1 attends across pairs (refused, before: accepted), and under SP it must be the micro-batch Ulysses is built for;
+    sdpa at sp=1 keeps rows apart at any batch."""
+    sp1 = ("--accelerate_config", "accelerate_configs/cpu-sp1.yaml")
+    flash = (*sp1, "--attn_implementation", "flash_attention_2", "--precompute_ref_batch_size", "2")
+    refused = problems(*flash)
+    assert "`attn_implementation`: packed documents would attend to each other" in refused
+    assert "precompute_ref_batch_size is 2; set it to 1" in refused
+    assert "precompute_ref_batch_size" not in problems(*sp1, "--attn_implementation", "flash_attention_2")
+    assert "`precompute_ref_batch_size`: is 4, but under sp=2" in problems("--precompute_ref_batch_size", "4")
+    assert problems(*sp1, "--precompute_ref_batch_size", "4") == ""
+    assert problems("--precompute_ref_batch_size", "1") == ""

@@ -14,6 +14,7 @@ from longctx.memory_plan.calibration import (
     within,
 )
 from longctx.memory_plan.estimate import MemoryPlan, estimate, max_seq_len
+from longctx.memory_plan.inputs import PlanInputs
 
 STACK = {
     "offload_optimizer": True,
@@ -56,7 +57,7 @@ def test_no_published_run_is_refused(point):
 
 
 def test_estimate_is_a_plan_with_a_total():
-    plan = estimate(arch_config(LLAMA_8B), seq_len=131072, sp=8, num_gpus=8, **STACK)
+    plan = estimate(arch_config(LLAMA_8B), PlanInputs(seq_len=131072, sp=8, num_gpus=8, **STACK))
     assert isinstance(plan, MemoryPlan)
     assert plan.total_gib == pytest.approx(sum(value for _, value in plan.rows()))
     assert plan.host_per_node > 0  # the offloaded optimizer lives in host RAM
@@ -74,30 +75,30 @@ def test_estimate_is_a_plan_with_a_total():
 )
 def test_each_feature_shrinks_its_component(feature, component, on, off):
     config = arch_config(LLAMA_8B)
-    before = dict(estimate(config, seq_len=262144, sp=8, num_gpus=8, **{**STACK, feature: off}).__dict__)
-    after = dict(estimate(config, seq_len=262144, sp=8, num_gpus=8, **{**STACK, feature: on}).__dict__)
+    before = dict(estimate(config, PlanInputs(seq_len=262144, sp=8, num_gpus=8, **{**STACK, feature: off})).__dict__)
+    after = dict(estimate(config, PlanInputs(seq_len=262144, sp=8, num_gpus=8, **{**STACK, feature: on})).__dict__)
     assert after[component] < before[component] / 2
 
 
 def test_the_packed_mask_is_s_squared_bytes():
     """32K tokens a rank, one row: the stock [1, 1, s, s] bool mask is 1 GiB."""
     config = arch_config(LLAMA_8B)
-    plan = estimate(config, seq_len=8 * 32768, sp=8, num_gpus=8, **STACK, packed_mask=True)
+    plan = estimate(config, PlanInputs(seq_len=8 * 32768, sp=8, num_gpus=8, **STACK, packed_mask=True))
     assert plan.packed_mask == 1.0
 
 
 def test_sp_divides_the_per_rank_checkpoints():
     config = arch_config(LLAMA_8B)
-    sp1 = estimate(config, seq_len=65536, sp=1, num_gpus=8, **STACK)
-    sp8 = estimate(config, seq_len=65536, sp=8, num_gpus=8, **STACK)
+    sp1 = estimate(config, PlanInputs(seq_len=65536, sp=1, num_gpus=8, **STACK))
+    sp8 = estimate(config, PlanInputs(seq_len=65536, sp=8, num_gpus=8, **STACK))
     assert sp8.checkpoints == pytest.approx(sp1.checkpoints / 8)
 
 
 def test_max_seq_len_is_the_boundary():
     config, gib = arch_config(LLAMA_8B), 74.5
-    fit = max_seq_len(config, gib, sp=8, num_gpus=8, **STACK)
-    assert estimate(config, seq_len=fit, sp=8, num_gpus=8, **STACK).total_gib <= gib
-    assert estimate(config, seq_len=fit + 8 * 1024, sp=8, num_gpus=8, **STACK).total_gib > gib
+    fit = max_seq_len(config, gib, PlanInputs(seq_len=0, sp=8, num_gpus=8, **STACK))
+    assert estimate(config, PlanInputs(seq_len=fit, sp=8, num_gpus=8, **STACK)).total_gib <= gib
+    assert estimate(config, PlanInputs(seq_len=fit + 8 * 1024, sp=8, num_gpus=8, **STACK)).total_gib > gib
 
 
 @pytest.mark.parametrize("over, level", [((1 + refuse_factor()) / 2, "warning"), (refuse_factor() + 0.1, "error")])
@@ -108,12 +109,12 @@ def test_memory_fit_refuses_only_past_the_published_headroom(over, level, monkey
     from longctx.preflight.checks import memory_fit
 
     gib = 74.5
-    plan = estimate(arch_config(LLAMA_8B), seq_len=131072, sp=8, num_gpus=8, **STACK)
+    plan = estimate(arch_config(LLAMA_8B), PlanInputs(seq_len=131072, sp=8, num_gpus=8, **STACK))
     gpu = {k: v * over * gib / plan.total_gib for k, v in plan.__dict__.items() if not k.startswith("host_")}
     scaled = MemoryPlan(**gpu, host_per_node=plan.host_per_node, host_rows=plan.host_rows)
     monkeypatch.setattr(memory_fit, "estimate", lambda *a, **k: scaled)
     monkeypatch.setattr(memory_fit, "max_seq_len", lambda *a, **k: 65536)
-    monkeypatch.setattr(memory_fit, "plan_options", lambda launch: {})
+    monkeypatch.setattr(memory_fit, "plan_inputs", lambda launch: None)
     monkeypatch.setattr(memory_fit, "gpu_gib", lambda launch: gib)
     launch = SimpleNamespace(
         facts=SimpleNamespace(config={}), topo=SimpleNamespace(sp_size=8), source="r.yaml", recipe=SimpleNamespace(),

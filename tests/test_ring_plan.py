@@ -11,6 +11,7 @@ from longctx.config.paths import REPO_ROOT
 from longctx.config.rules.ring import plan_split, ring_problems, sp_topology_problems, why_split
 from longctx.config.topology import read_topology
 from longctx.memory_plan.estimate import estimate
+from longctx.memory_plan.inputs import PlanInputs
 
 ARCH = REPO_ROOT / "recipes" / "assets" / "architectures"
 
@@ -100,10 +101,12 @@ def test_the_memory_plan_counts_the_rings_buffers():
     llama = config("meta-llama/Llama-3.1-8B-Instruct")
     options = {"num_gpus": 32, "offload_optimizer": False, "offload_params": False, "tiled_mlp": True}
     options |= {"act_offload": True, "grad_ckpt": True, "gpus_per_node": 8}
-    ring = estimate(llama, seq_len=2**21, sp=32, ring=4, **options)
+    ring = estimate(llama, PlanInputs(seq_len=2**21, sp=32, ring=4, **options))
     gathered = 4 * 2**21 * 1 * 128 * 2 / 2**30  # K, V and their gradients: 1 KV head a rank, d=128, bf16
     assert ring.attention > gathered
-    one_chunk = estimate(llama, seq_len=2**21 // 4, sp=8, **options).attention  # Ulysses 8 on the chunk alone
+    one_chunk = estimate(
+        llama, PlanInputs(seq_len=2**21 // 4, sp=8, **options)
+    ).attention  # Ulysses 8 on the chunk alone
     assert ring.attention == pytest.approx(one_chunk + gathered + 2**21 / 4 * 4 * 128 * 2 / 2**30)
 
 

@@ -16,6 +16,7 @@ from longctx.commands.validate import main as preflight
 from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.config.rules.zero import SCALE_KEYS, gradient_average_divisor, unsupported
 from longctx.memory_plan.estimate import estimate
+from longctx.memory_plan.inputs import PlanInputs
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
 from tests.helpers.launch import accelerate_launch
 from tests.helpers.zero_configs import zero_variant
@@ -117,6 +118,8 @@ def test_estimate_refuses_stages_it_does_not_model():
     arch = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
             "intermediate_size": 171, "vocab_size": 512}  # fmt: skip
     flags = {"offload_optimizer": False, "offload_params": False, "tiled_mlp": False, "act_offload": False}
-    assert estimate(arch, seq_len=512, sp=2, num_gpus=2, zero_stage=2, grad_ckpt=True, **flags).total_gib > 0
+    assert (
+        estimate(arch, PlanInputs(seq_len=512, sp=2, num_gpus=2, zero_stage=2, grad_ckpt=True, **flags)).total_gib > 0
+    )
     with pytest.raises(ValueError, match="ZeRO stage 1 is not modelled"):
-        estimate(arch, seq_len=512, sp=2, num_gpus=2, zero_stage=1, grad_ckpt=True, **flags)
+        estimate(arch, PlanInputs(seq_len=512, sp=2, num_gpus=2, zero_stage=1, grad_ckpt=True, **flags))

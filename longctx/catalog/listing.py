@@ -1,8 +1,10 @@
-"""Every shipped recipe as one row: short name, model, max_length, mesh, GPUs, memory plan, measured status.
+"""Every shipped recipe as one row: short name, model, max_length, mesh, GPUs, memory plan, predicted step, measured.
 
 The model, length and mesh are read from the recipe and its accelerate YAML, the memory from preflight's plan at
-the recipe's own topology on the catalog's 80 GB GPUs (as recipes/README.md's preflight column), and the measured
-status from the catalog table's last column in recipes/README.md, the one place it is recorded.
+the recipe's own topology on the catalog's 80 GB GPUs (as recipes/README.md's preflight column), the predicted step
+from preflight's step-time plan on the same GPUs' profile (H100 SXM; one document a row; predicted, never measured:
+longctx/memory_plan/step_time.py), and the measured status from the catalog table's last column in
+recipes/README.md, the one place it is recorded.
 """
 
 import re
@@ -33,7 +35,7 @@ def recipe_row(name: str, measured: dict[str, str]) -> dict:
     launch = load_launch(str(RECIPES_DIR / f"{name}.yaml"), [], Machine(source="intended"))
     row = {"short_name": short.get(name), "recipe": name, "measured": measured.get(name, "not in the catalog")}
     if launch.model is None or launch.topo is None:
-        return {**row, "model": None, "max_length": None, "mesh": None, "gpus": None, "memory": None}
+        return {**row, "model": None, "max_length": None, "mesh": None, "gpus": None, "memory": None, "step": None}
     topo, cpu = launch.topo, bool(launch.sft.use_cpu)
     dp = topo.dp_replicate_size * topo.dp_shard_size
     per = topo.processes_per_machine
@@ -45,14 +47,24 @@ def recipe_row(name: str, measured: dict[str, str]) -> dict:
     if plan:
         fit, host = length(plan["max_length_that_fits"]), plan["host_per_node_gib"]
         memory = f"{plan['total_gib']:.1f} GiB/GPU (fits {fit}), host {host:.0f} GiB/node"
+    step = predicted_step(plan["step_time"]) if plan and plan["step_time"] else None
     return {
         **row,
+        "step": step or ("n/a (CPU)" if cpu else "not planned"),
         "model": launch.model.model_name_or_path,
         "max_length": launch.sft.max_length,
         "mesh": f"sp={topo.sp_size}" + (f" x dp={dp}" if dp > 1 else ""),
         "gpus": gpus or f"{topo.num_machines} nodes x {per} GPUs",
         "memory": memory or ("n/a (CPU)" if cpu else "not planned"),
     }
+
+
+def predicted_step(step: dict) -> str:
+    """The step-time plan's figures as the catalog shows them, marked predicted with their profile."""
+    return (
+        f"predicted {step['step_s']:,.1f} s/step, {step['tokens_per_s_per_gpu']:,.0f} tok/s/GPU, "
+        f"MFU {step['mfu']:.0%} ({step['profile']})"
+    )
 
 
 def rows(pattern: str | None = None) -> list[dict]:
@@ -64,7 +76,8 @@ def rows(pattern: str | None = None) -> list[dict]:
 
 
 COLUMNS = (("short_name", "short name"), ("model", "model"), ("max_length", "max_length"), ("mesh", "mesh"))
-COLUMNS += (("gpus", "GPUs"), ("memory", f"memory plan ({CATALOG_GPU_GB:.0f} GB GPUs)"), ("measured", "measured"))
+COLUMNS += (("gpus", "GPUs"), ("memory", f"memory plan ({CATALOG_GPU_GB:.0f} GB GPUs)"))
+COLUMNS += (("step", "step time (predicted, one document a row)"), ("measured", "measured"))
 
 
 def table(found: list[dict]) -> str:

@@ -134,6 +134,25 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
         },
     )
     retrieval_eval_samples: int = field(default=2, metadata={"help": "Examples per cell of that slice (6 cells)."})
+    balance_rows: Literal["auto", "work", "off"] = field(
+        default="auto",
+        metadata={
+            "help": "`work`: each optimizer step's rows go to data-parallel ranks and micro-steps so that every "
+            "micro-step's ranks have even modeled work (causal attention per document plus linear work; "
+            "longctx/training/data/balance.py): the same rows each step, another order. `off`: the sampler's order. "
+            "`auto` (default): `work` for SFT (it changes nothing the step learns, and a step waits for its slowest "
+            "rank), `off` for DPO (not proven there)."
+        },
+    )
+    balance_window: int = field(
+        default=1,
+        metadata={
+            "help": "With `balance_rows: work`, how many consecutive optimizer steps a row may move across: 1 "
+            "(default) keeps every step's rows; W > 1 puts rows of like work in the same step within each W steps, "
+            "which a step of one row a rank (micro-batch 1, no accumulation) needs to gain anything; an epoch "
+            "still trains the same rows."
+        },
+    )
     allow_unproven_attention: bool = field(
         default=False,
         metadata={
@@ -172,6 +191,14 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
             "help": "Write one JSON line per logged step to this file: seconds, tokens, documents, the throughput "
             "metrics, peak GPU memory allocated and reserved, host memory (longctx/training/metrics/step_record.py; "
             "benchmarks/gpu_step.py reads it). Each step starts with the GPU's cached blocks released: for measuring."
+        },
+    )
+    step_record_components: bool = field(
+        default=False,
+        metadata={
+            "help": "With `step_record`: profile each recorded step (torch.profiler) and add its communication "
+            "seconds by kind (all-to-all, point-to-point, all-gather, reduce, and PCIe copies on CUDA): what "
+            "`python -m longctx.memory_plan.fit` calibrates the step-time plan against. Slows the recorded steps."
         },
     )
 

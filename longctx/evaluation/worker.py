@@ -45,7 +45,8 @@ def prepare_for_mesh(model, recipe, sft):
     from accelerate import Accelerator
     from torch.utils.data import DataLoader
 
-    from longctx.training.layers.linear_attention import enable_linear_attention_sp, lift_accelerate_refusal
+    from longctx.training.layers.linear_attention import lift_accelerate_refusal
+    from longctx.training.model_fixes import prepare_model
     from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
     from longctx.training.sequence_parallel.layer_shapes import fit_ulysses_to_layer_shapes
 
@@ -53,14 +54,12 @@ def prepare_for_mesh(model, recipe, sft):
     fit_ulysses_to_layer_shapes()  # Gemma 4: each layer split by its own heads, as in training
     # Gated DeltaNet layers (Qwen3.5) sharded by head as in training; accelerate refuses any other recurrent layer
     lift_accelerate_refusal()
-    linear_line = enable_linear_attention_sp(model, recipe, recipe_topology(recipe).sp_size)
     acc = Accelerator(mixed_precision="bf16" if sft.bf16 else "no")
+    prepare_model(model, recipe, sft, acc, role="eval")  # the fixes every model a trainer runs gets (model_fixes.py)
     drop_optimizer_sections(acc)
     # A one-row loader fills DeepSpeed's `auto` micro-batch size (1, like training); it is not used.
     model.eval()
     model, _ = acc.prepare(model, DataLoader([0], batch_size=1))
-    if linear_line:
-        acc.print(linear_line)
     return model, acc
 
 

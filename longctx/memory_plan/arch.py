@@ -43,6 +43,9 @@ class Arch:
 
     @classmethod
     def from_config(cls, config: dict) -> "Arch":
+        """Sizes from the config's keys (experts: config/architectures.py `moe_sizes`); what a model type implies
+        beyond them (Qwen3.5's output gate) from its family row, through config/linear_layers.py `gated_attention`."""
+        gate = gated_attention(config)
         config = config.get("text_config") or config
         heads = int(config["num_attention_heads"])
         hidden = int(config["hidden_size"])
@@ -58,7 +61,7 @@ class Arch:
             head_dim=int(config.get("head_dim") or hidden // heads),
             tied=bool(config.get("tie_word_embeddings", False)),
             linear=LinearAttention.from_config(config),
-            attention_gate=gated_attention(config),
+            attention_gate=gate,
             shapes=shapes,
             **moe,
         )

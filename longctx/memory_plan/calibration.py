@@ -40,6 +40,7 @@ from functools import cache
 from longctx.config.paths import ARCHITECTURES_DIR as ARCH
 from longctx.memory_plan.estimate import estimate, max_seq_len
 from longctx.memory_plan.gpus import torch_gib
+from longctx.memory_plan.inputs import PlanInputs
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 QWEN_4B = "Qwen/Qwen3-4B"
@@ -76,9 +77,10 @@ class Point:
     oom: bool = False
     held_out: bool = False
 
-    def kwargs(self) -> dict:
+    def inputs(self, seq_len: int = 0) -> PlanInputs:
+        """The point's stack as plan inputs, at `seq_len` (0 where a max length is solved for)."""
         base = {"tiled_mlp": False, "act_offload": False, "head": "hf"}
-        return {**base, **self.options, "num_gpus": self.num_gpus}
+        return PlanInputs(**{**base, **self.options}, seq_len=seq_len, sp=self.sp, num_gpus=self.num_gpus)
 
 
 def _alst(name, sp, gpus, options, length, held_out=False):
@@ -125,8 +127,8 @@ def ratio(point: Point) -> float:
     """Plan over published: the solved max length, or the planned peak; for an OOM point, plan over GPU."""
     config, gpu_gib = arch_config(point.model), torch_gib(point.gpu_gb)
     if point.max_length is not None:
-        return max_seq_len(config, gpu_gib, sp=point.sp, step=256, **point.kwargs()) / point.max_length
-    planned = estimate(config, seq_len=point.seq_len, sp=point.sp, **point.kwargs()).total_gib
+        return max_seq_len(config, gpu_gib, point.inputs(), step=256) / point.max_length
+    planned = estimate(config, point.inputs(point.seq_len)).total_gib
     return planned / (point.peak_gb * GB / GIB if point.peak_gb else gpu_gib)
 
 
@@ -139,7 +141,7 @@ def within(point: Point, tolerance: float = TOLERANCE) -> bool:
 def plan_over_gpu(point: Point) -> float:
     """The plan's total at the published length, over the GPU: above 1 the plan would refuse that run."""
     config = arch_config(point.model)
-    total = estimate(config, seq_len=point.max_length, sp=point.sp, **point.kwargs()).total_gib
+    total = estimate(config, point.inputs(point.max_length)).total_gib
     return total / torch_gib(point.gpu_gb)
 
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, fields
 
 from longctx.memory_plan import linear_attention, terms
 from longctx.memory_plan.arch import Arch
-from longctx.memory_plan.host import DEFAULT_SUB_GROUP, host_terms, optimizer_split
+from longctx.memory_plan.host import host_terms, optimizer_split
+from longctx.memory_plan.inputs import PlanInputs
 
 GIB = 2**30
 FRAGMENTATION = 0.10  # caching-allocator fragmentation with expandable_segments (ALST: budget 10-15%)
-DEFAULT_BUCKET = 5e8  # DeepSpeed's reduce_bucket_size when the JSON does not set it
 
 
 @dataclass(frozen=True)
@@ -107,106 +107,80 @@ WHY_ZERO = {  # rows that are 0 by the recipe's settings
 }
 
 
-def estimate(
-    arch_config: dict,
-    *,
-    seq_len: int,
-    sp: int,
-    num_gpus: int,
-    zero_stage: int = 3,
-    offload_optimizer: bool,
-    offload_params: bool,
-    tiled_mlp: bool,
-    act_offload: bool,
-    grad_ckpt: bool,
-    head: str = "trl",
-    kernels: str = "hf",
-    attention: str = "flash",
-    lora: bool = False,
-    lora_rank: int = 16,
-    micro_batch: int = 1,
-    tiled_mlp_shards: int | None = None,
-    comm_fp32: bool = False,
-    reduce_bucket: float = DEFAULT_BUCKET,
-    prefetch_bucket: float = DEFAULT_BUCKET,
-    packed_mask: bool = False,
-    gpus_per_node: int | None = None,
-    linear_kernel: str = "fla",
-    pin_memory: bool = True,
-    sub_group_size: float = DEFAULT_SUB_GROUP,
-    selective_ckpt: bool = False,
-    offload_ratio: float = 1.0,
-    ring: int = 1,
-    reference: str = "none",
-) -> MemoryPlan:
-    """Peak memory of one rank training `seq_len`-token sequences split over `sp` ranks of `num_gpus`.
+def estimate(arch_config: dict, inputs: PlanInputs) -> MemoryPlan:
+    """Peak memory of one rank training `inputs.seq_len`-token rows split over `inputs.sp` ranks of
+    `inputs.num_gpus` (longctx/memory_plan/inputs.py says what each setting means).
 
-    `head`: `trl` (the pinned stack), or `liger` / `hf` to model published runs of older stacks.
-    `kernels`: the layer kernels, transformers' own (`hf`) or Liger's (`liger`, with `use_liger_kernel`).
-    `attention`: `flash` (FlashAttention / a varlen kernel on a GPU) or `sdpa` (the CPU-measured constants).
-    `packed_mask`: whether transformers' [B, 1, s, s] packed mask is built (stock sdpa on packed rows).
-    `linear_kernel`: the Gated DeltaNet recurrence of hybrid models, `fla` (GPU) or `reference` (torch's).
-    `pin_memory`, `sub_group_size`: DeepSpeed's offload settings, for the host terms (longctx/memory_plan/host.py).
-    `selective_ckpt`: TRL's selective checkpointing keeps every layer's attention output (terms.saved_attention).
-    `offload_ratio`: DeepSpeed's `offload_optimizer.ratio` (ZeRO-3 partial offload): the optimizer sub-groups kept on
-    the GPU count there (terms.model_states), the rest on the host (longctx/memory_plan/host.py).
-    `ring`: R of hybrid SP (sp = U x R): attention holds seq / R tokens of H / U heads, plus the ring's buffers.
-    `reference`: a DPO recipe's `reference_log_probs` (terms.reference_model); a DPO row is planned as one sequence.
+    Hybrid SP (sp = U x R, `ring` = R): attention holds seq / R tokens of H / U heads, plus the ring's buffers.
+    Partial offload (`offload_ratio` < 1): the optimizer sub-groups kept on the GPU count there (terms.model_states),
+    the rest on the host (longctx/memory_plan/host.py).
     """
-    arch = Arch.from_config(arch_config)
-    s = micro_batch * math.ceil(seq_len / sp)
-    mixers = (
-        terms.attention(arch, micro_batch * seq_len, sp, attention, ring) if arch.linear_layers < arch.layers else 0.0,
-        linear_attention.working_set(arch.linear, micro_batch * seq_len, sp, linear_kernel) if arch.linear else 0.0,
-    )
-    layer = (
-        max(mixers),
-        terms.mlp(arch, s, tiled_mlp, tiled_mlp_shards, kernels),
-        terms.hidden_states(arch, s, kernels),
-    )
-    lora_r = lora_rank if lora else None
-    on_gpu = sum(optimizer_split(arch, num_gpus, lora_r, sub_group_size, offload_ratio)[0]) if offload_optimizer else 0
+    i, arch = inputs, Arch.from_config(arch_config)
+    s = i.micro_batch * math.ceil(i.seq_len / i.sp)
+    mixers, layer = layer_terms(arch, i, s)
     parts = {
-        "model_states": terms.model_states(
-            arch, num_gpus, zero_stage, offload_optimizer, offload_params, lora_r, optimizer_on_gpu=on_gpu
-        ),
-        "gathered_params": terms.gathered_params(arch, zero_stage, prefetch_bucket),
-        "checkpoints": terms.checkpoints(arch, s, grad_ckpt, act_offload, kernels),
+        "model_states": model_states(arch, i),
+        "gathered_params": terms.gathered_params(arch, i.zero_stage, i.prefetch_bucket),
+        "checkpoints": terms.checkpoints(arch, s, i.grad_ckpt, i.act_offload, i.kernels),
         "attention": mixers[0],
         "linear_attention": mixers[1],
         "mlp": layer[1],
         "hidden_states": layer[2],
-        "lm_head": terms.lm_head(arch, s, head, trainable_head=not lora),
-        "packed_mask": terms.packed_mask(s, micro_batch, packed_mask),
-        "comm_buffers": terms.comm_buffers(reduce_bucket, sp, comm_fp32),
+        "lm_head": terms.lm_head(arch, s, i.head, trainable_head=not i.lora),
+        "packed_mask": terms.packed_mask(s, i.micro_batch, i.packed_mask),
+        "comm_buffers": terms.comm_buffers(i.reduce_bucket, i.sp, i.comm_fp32),
     }
-    kept = terms.saved_attention(arch, s, selective_ckpt and grad_ckpt)
+    kept = terms.saved_attention(arch, s, i.selective_ckpt and i.grad_ckpt)
     working = max(sum(layer), parts["lm_head"])
     transient = parts["checkpoints"] + kept + working + parts["packed_mask"] + parts["comm_buffers"]
-    per_node = gpus_per_node or num_gpus
-    host = host_terms(
-        arch, s, num_gpus, offload_optimizer=offload_optimizer, offload_params=offload_params,
-        act_offload=act_offload and grad_ckpt, lora_rank=lora_r, pin_memory=pin_memory,
-        sub_group_size=sub_group_size, offload_ratio=offload_ratio,
-    )  # fmt: skip
-    host_rows = tuple((name, value * per_node / GIB) for name, value in host.items())
+    host_rows = host_per_node(arch, s, i)
     gib = {k: v / GIB for k, v in parts.items()}
     return MemoryPlan(
         **gib,
         fragmentation=transient * FRAGMENTATION / GIB,
         host_per_node=sum(value for _, value in host_rows),
         saved_attention=kept / GIB,
-        reference_model=terms.reference_model(arch, num_gpus, zero_stage, reference) / GIB,
+        reference_model=terms.reference_model(arch, i.num_gpus, i.zero_stage, i.reference) / GIB,
         host_rows=host_rows,
     )
 
 
-def max_seq_len(arch_config: dict, gpu_gib: float, *, sp: int, step: int = 1024, **options) -> int:
-    """The longest sequence (a multiple of sp x step) whose plan fits `gpu_gib`, by bisection; 0 if none."""
-    unit = sp * step
+def layer_terms(arch: Arch, i: PlanInputs, s: int) -> tuple[tuple, tuple]:
+    """((softmax attention, linear attention) working sets, (the larger mixer, MLP, hidden states)) of one layer."""
+    seq = i.micro_batch * i.seq_len
+    softmax = terms.attention(arch, seq, i.sp, i.attention, i.ring) if arch.linear_layers < arch.layers else 0.0
+    linear = linear_attention.working_set(arch.linear, seq, i.sp, i.linear_kernel) if arch.linear else 0.0
+    mlp = terms.mlp(arch, s, i.tiled_mlp, i.tiled_mlp_shards, i.kernels)
+    return (softmax, linear), (max(softmax, linear), mlp, terms.hidden_states(arch, s, i.kernels))
+
+
+def model_states(arch: Arch, i: PlanInputs) -> float:
+    """terms.model_states for these inputs, with the optimizer sub-groups a partial offload keeps on the GPU."""
+    lora_r = i.lora_rank if i.lora else None
+    split = optimizer_split(arch, i.num_gpus, lora_r, i.sub_group_size, i.offload_ratio) if i.offload_optimizer else ()
+    on_gpu = sum(split[0]) if split else 0
+    return terms.model_states(
+        arch, i.num_gpus, i.zero_stage, i.offload_optimizer, i.offload_params, lora_r, optimizer_on_gpu=on_gpu
+    )
+
+
+def host_per_node(arch: Arch, s: int, i: PlanInputs) -> tuple[tuple[str, float], ...]:
+    """The host terms of one node (GiB each): longctx/memory_plan/host.py's per rank, times the node's GPUs."""
+    host = host_terms(
+        arch, s, i.num_gpus, offload_optimizer=i.offload_optimizer, offload_params=i.offload_params,
+        act_offload=i.act_offload and i.grad_ckpt, lora_rank=i.lora_rank if i.lora else None,
+        pin_memory=i.pin_memory, sub_group_size=i.sub_group_size, offload_ratio=i.offload_ratio,
+    )  # fmt: skip
+    return tuple((name, value * i.node_gpus / GIB) for name, value in host.items())
+
+
+def max_seq_len(arch_config: dict, gpu_gib: float, inputs: PlanInputs, step: int = 1024) -> int:
+    """The longest sequence (a multiple of sp x step) whose plan fits `gpu_gib`, by bisection; 0 if none
+    (`inputs.seq_len` is ignored)."""
+    unit = inputs.sp * step
 
     def fits(units: int) -> bool:
-        return estimate(arch_config, seq_len=units * unit, sp=sp, **options).total_gib <= gpu_gib
+        return estimate(arch_config, inputs.but(seq_len=units * unit)).total_gib <= gpu_gib
 
     if not fits(1):
         return 0

@@ -35,6 +35,8 @@ class Machine:
     source: str = "unknown"  # visible | flags | intended | unknown
     this_machine: bool = False  # `make sft`: the launch happens here, so what is visible is authoritative
     reads_dataset: bool = True  # False for `longctx eval`, which reads prepared rows only, never `dataset_name`
+    hardware: str | None = None  # the step-time plan's profile (`--hardware`: a name or a fitted JSON); None: by GPU
+    doc_length: int | None = None  # the step-time plan's documents (`--doc-length`); None: one document a row
 
 
 @dataclass

@@ -30,6 +30,7 @@ def resolve_machine(launch: Launch, args) -> list[str]:
     m.this_machine = bool(args.this_machine)
     m.reads_dataset = not getattr(args, "no_dataset", False)
     m.gpu_memory_gb = args.gpu_memory_gb
+    m.hardware, m.doc_length = getattr(args, "hardware", None), getattr(args, "doc_length", None)
     m.host_memory_gib = args.host_memory_gb or (host_ram_gib() if m.this_machine else None)
     if args.num_gpus is not None:
         m.gpus_per_node, m.num_nodes, m.source = args.num_gpus, args.num_nodes or 1, "flags"

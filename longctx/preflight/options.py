@@ -2,6 +2,7 @@
 
 from longctx.memory_plan.gpus import torch_gib
 from longctx.memory_plan.host import DEFAULT_SUB_GROUP
+from longctx.memory_plan.inputs import PlanInputs
 
 
 def offloaded(launch, what: str) -> bool:
@@ -29,48 +30,58 @@ def bucket(ds: dict, key: str, hidden: int | None, auto_factor: float, default: 
     return float(value) if value is not None else default
 
 
-def plan_options(launch) -> dict:
-    """Keyword arguments of `longctx.memory_plan.estimate.estimate` (less seq_len and sp) for this launch.
+def plan_inputs(launch) -> PlanInputs:
+    """The memory (and step-time) plan's inputs for this launch, at its max_length (0 when it sets none).
 
     The loss head is always TRL's fused head (TRL 1.16 patches every SFTTrainer model with it; full logits
     never exist); `use_liger_kernel` selects Liger's layer kernels, its fused cross-entropy being forced off.
     """
     from longctx.config.rules.isolation import is_packed
 
-    sft, recipe, topo, ds = launch.sft, launch.recipe, launch.topo, launch.ds or {}
-    machine = launch.machine
+    sft, recipe, topo = launch.sft, launch.recipe, launch.topo
     hidden = (
         (launch.facts.config.get("text_config") or launch.facts.config).get("hidden_size") if launch.facts else None
     )
     attn = launch.model.attn_implementation or "sdpa"
     stock_mask = attn == "sdpa" and is_packed(recipe, sft) and getattr(recipe, "allow_cross_document_attention", False)
+    return PlanInputs(
+        **deepspeed_inputs(launch, hidden),
+        seq_len=int(sft.max_length or 0),
+        sp=topo.sp_size,
+        num_gpus=topo.world_size,
+        head="trl",
+        kernels="liger" if sft.use_liger_kernel else "hf",
+        attention="flash" if attn.startswith("flash") else "sdpa",
+        packed_mask=bool(stock_mask),
+        lora_rank=int(getattr(launch.model, "lora_r", None) or 16),
+        tiled_mlp=bool(getattr(recipe, "tiled_mlp", False)),
+        tiled_mlp_shards=getattr(recipe, "tiled_mlp_shards", None),
+        act_offload=bool(getattr(recipe, "activation_checkpoint_offload", False)),
+        grad_ckpt=bool(sft.gradient_checkpointing),
+        selective_ckpt=isinstance(sft.gradient_checkpointing_kwargs, dict)
+        and bool(sft.gradient_checkpointing_kwargs.get("selective")),
+        lora=bool(launch.model.use_peft),
+        micro_batch=int(sft.per_device_train_batch_size),
+        gpus_per_node=launch.machine.gpus_per_node or topo.processes_per_machine,
+        ring=topo.sp_ring_size,  # hybrid Ulysses x ring: the ring's gathered K/V (terms.ring_buffers)
+        reference=getattr(sft, "reference_log_probs", "none"),  # DPO recipes: where the reference comes from
+        accumulation=int(sft.gradient_accumulation_steps or 1),
+    )
+
+
+def deepspeed_inputs(launch, hidden: int | None) -> dict:
+    """The plan inputs the DeepSpeed JSON (and the accelerate YAML's offload keys) decide."""
+    ds, sp = launch.ds or {}, launch.topo.sp_size
     return {
-        "num_gpus": topo.world_size,
         "zero_stage": int((ds.get("zero_optimization") or {}).get("stage", 0)),  # DeepSpeed's default
         "offload_optimizer": offloaded(launch, "optimizer"),
         "offload_params": offloaded(launch, "param"),
-        "head": "trl",
-        "kernels": "liger" if sft.use_liger_kernel else "hf",
-        "attention": "flash" if attn.startswith("flash") else "sdpa",
-        "packed_mask": bool(stock_mask),
         "reduce_bucket": bucket(ds, "reduce_bucket_size", hidden, 1.0, 5e8),
         "prefetch_bucket": bucket(ds, "stage3_prefetch_bucket_size", hidden, 0.9, 5e7),
-        "lora_rank": int(getattr(launch.model, "lora_r", None) or 16),
-        "tiled_mlp": bool(getattr(recipe, "tiled_mlp", False)),
-        "tiled_mlp_shards": getattr(recipe, "tiled_mlp_shards", None),
-        "act_offload": bool(getattr(recipe, "activation_checkpoint_offload", False)),
-        "grad_ckpt": bool(sft.gradient_checkpointing),
-        "selective_ckpt": isinstance(sft.gradient_checkpointing_kwargs, dict)
-        and bool(sft.gradient_checkpointing_kwargs.get("selective")),
-        "lora": bool(launch.model.use_peft),
-        "micro_batch": int(sft.per_device_train_batch_size),
-        "comm_fp32": topo.sp_size > 1 and ds.get("seq_parallel_communication_data_type", "fp32") != "bf16",
-        "gpus_per_node": machine.gpus_per_node or topo.processes_per_machine,
-        "ring": topo.sp_ring_size,  # hybrid Ulysses x ring: the ring's gathered K/V (terms.ring_buffers)
+        "comm_fp32": sp > 1 and ds.get("seq_parallel_communication_data_type", "fp32") != "bf16",
         "pin_memory": bool(offload_setting(launch, "pin_memory", True)),
         "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
         "offload_ratio": float(offload_setting(launch, "ratio", 1.0)),
-        "reference": getattr(sft, "reference_log_probs", "none"),  # DPO recipes: where the reference comes from
     }
 
 

@@ -7,7 +7,8 @@ from it for the GPU given by --gpu-memory-gb (or the visible one; 80 GB when nei
 from longctx.memory_plan.estimate import estimate, max_seq_len, shown
 from longctx.memory_plan.gpus import torch_gib
 from longctx.preflight.facts import position_range
-from longctx.preflight.options import gpu_gib, plan_options
+from longctx.preflight.options import gpu_gib, plan_inputs
+from longctx.preflight.time_plan import own_and_ranked, time_dict, time_lines
 
 DEFAULT_GB = 80.0
 SHOW_GROUPS = 4
@@ -112,11 +113,14 @@ def plan_dict(launch) -> dict | None:
     whose ZeRO configuration is refused (the plan covers only what can run)."""
     if launch.facts is None or launch.topo is None or not launch.sft.max_length or cannot_run(launch):
         return None
-    options = plan_options(launch)
-    plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=launch.topo.sp_size, **options)
+    inputs = plan_inputs(launch)
+    plan = estimate(launch.facts.config, inputs)
     gib = gpu_gib(launch) or torch_gib(DEFAULT_GB)
-    fit = max_seq_len(launch.facts.config, gib, sp=launch.topo.sp_size, **options)
+    fit = max_seq_len(launch.facts.config, gib, inputs)
+    timed = None if launch.sft.use_cpu else own_and_ranked(launch, gib)
     return {
+        "step_time": time_dict(*timed) if timed else None,
+        "timed": timed,
         "components_gib": dict(plan.rows()),
         "zero_rows": plan.zero_reasons(),
         "total_gib": plan.total_gib,
@@ -126,7 +130,7 @@ def plan_dict(launch) -> dict | None:
         "gpu_gib": gib,
         "gpu_memory_assumed": gpu_gib(launch) is None,
         "max_length_that_fits": fit,
-        "options": options,
+        "options": inputs.options(),
     }
 
 
@@ -203,4 +207,4 @@ def plan_lines(launch) -> list[str]:
     reach = position_range(launch.facts)
     if reach and data["max_length_that_fits"] > reach:
         lines.append(f"  (the model's positions, with the recipe's rope settings, reach {reach:,})")
-    return lines
+    return lines + time_lines(*data["timed"])

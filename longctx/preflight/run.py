@@ -26,6 +26,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def hardware_profile(text: str) -> str:
+    """A profile name or a fitted profile's JSON path, checked here so a bad one is a usage error (exit 2)."""
+    from longctx.training.metrics.hardware import profile
+
+    try:
+        profile(text)
+    except (ValueError, OSError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 EXAMPLES = {
     "validate": "python -m longctx validate llama8b-256k --num-gpus 8 --gpu-memory-gb 80",
     "plan": "python -m longctx plan llama8b-256k --gpu-memory-gb 80",
@@ -56,6 +67,15 @@ def preflight_parser(command: str = "validate") -> argparse.ArgumentParser:
         "--host-memory-gb",
         type=positive_float,
         help="RAM of one node (RAM is sized in binary units: 128 means 128 GiB; default: read with --this-machine)",
+    )
+    parser.add_argument(
+        "--hardware",
+        type=hardware_profile,
+        help="the step-time plan's hardware profile: h100-sxm, h200, or a JSON `python -m longctx.memory_plan.fit` "
+        "wrote (default: h200 for --gpu-memory-gb 141, else h100-sxm)",
+    )
+    parser.add_argument(
+        "--doc-length", type=positive, help="the step-time plan's documents, in tokens (default: one a row)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object per recipe")
     parser.add_argument("--all", action="store_true", help="every recipe under recipes/")
@@ -109,6 +129,8 @@ def print_report(launch, problems, notes, args, plan: bool) -> dict:
         summary["plan"] = (
             safely(plan_dict, launch, None) if launch.sft is not None and launch.topo is not None else None
         )
+        if summary["plan"]:
+            summary["plan"].pop("timed")  # the objects behind `step_time`
         print(json.dumps(summary))
         return summary
     for problem in problems:

@@ -15,6 +15,7 @@ from longctx.training.attention.isolation import keep_packed_positions
 from longctx.training.checkpoints.commit import save_atomically
 from longctx.training.checkpoints.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.checkpoints.universal import use_universal_if_needed
+from longctx.training.data.balance import balance_rows
 from longctx.training.faults.guard import RunGuard
 from longctx.training.metrics.optimizer_report import OptimizerReport
 from longctx.training.metrics.step_record import StepRecord
@@ -70,7 +71,7 @@ class LongContextSFTTrainer(SFTTrainer):
         self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # schedule horizon check
         self.add_callback(OptimizerReport(self))  # which optimizer really steps (DeepSpeed's CPU Adam?)
         if self.recipe.step_record:  # one JSON line per step, memory reset between steps (the GPU step benchmark)
-            self.add_callback(StepRecord(self, self.recipe.step_record))
+            self.add_callback(StepRecord(self, self.recipe.step_record, self.recipe.step_record_components))
         if self.recipe.retrieval_eval_steps:  # a slice of `make eval` every N steps, on the training mesh
             from longctx.training.retrieval.callback import RetrievalCallback
 
@@ -92,6 +93,7 @@ class LongContextSFTTrainer(SFTTrainer):
         the same rows per epoch, on other steps)."""
         loader = super().get_train_dataloader()
         relabel_shards(loader, self.accelerator)
+        balance_rows(loader, self)  # each step's rows over ranks and micro-steps by work (recipe: balance_rows)
         return loader
 
     def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):

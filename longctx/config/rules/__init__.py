@@ -12,7 +12,7 @@ from longctx.config.rules.data_keys import data_key_problems
 from longctx.config.rules.evaluation import evaluation_problems
 from longctx.config.rules.isolation import packed_isolation_problems
 from longctx.config.rules.preference import preference_problems
-from longctx.config.rules.prepared_data import prepared_data_problems
+from longctx.config.rules.prepared_data import prepared_data_problems, row_balance_problems
 from longctx.config.rules.resume import resume_recipe_problems
 from longctx.config.rules.ring import sp_topology_problems
 from longctx.config.rules.sequence import sequence_problems
@@ -23,6 +23,7 @@ RULES = (
     sp_topology_problems,
     attention_pattern_problems,
     prepared_data_problems,
+    row_balance_problems,
     data_key_problems,
     packed_isolation_problems,
     resume_recipe_problems,

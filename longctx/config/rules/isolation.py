@@ -16,8 +16,11 @@ from longctx.config.problems import Problem, error
 FLASH_BACKENDS = ("flash_attention_2", "flash_attention_3")
 
 
-def isolation_guarantee(attn_implementation: str | None, sp_size: int, micro_batch_size: int) -> tuple[bool, str]:
-    """(isolated, reason): whether packed documents stay apart with this backend, and why or why not."""
+def isolation_guarantee(
+    attn_implementation: str | None, sp_size: int, micro_batch_size: int, key: str = "per_device_train_batch_size"
+) -> tuple[bool, str]:
+    """(isolated, reason): whether packed documents stay apart with this backend, and why or why not. `key`: the
+    recipe key that sets this batch of rows (the training micro-batch, or the DPO reference pass's)."""
     if attn_implementation == "sdpa":
         return (
             True,
@@ -28,7 +31,8 @@ def isolation_guarantee(attn_implementation: str | None, sp_size: int, micro_bat
             return True, f"{attn_implementation}: varlen attention from position_ids (micro batch of one row)"
         return False, (
             f"{attn_implementation} reads document starts from position_ids only for a micro batch of one row, "
-            f"and per_device_train_batch_size is {micro_batch_size}; set it to 1 (raise gradient_accumulation_steps)"
+            f"and {key} is {micro_batch_size}; set it to 1"
+            + (" (raise gradient_accumulation_steps)" if key == "per_device_train_batch_size" else "")
         )
     if attn_implementation == "eager":
         return False, "eager has no document-aware path (and Ulysses SP does not support it); use sdpa"
@@ -44,12 +48,26 @@ def is_packed(recipe, sft) -> bool:
     return bool(getattr(sft, "packing", False) or getattr(sft, "padding_free", False))
 
 
+def row_batches(recipe, sft) -> list[tuple[str, int]]:
+    """(key, rows) of every batch of rows the run's forwards take: the training micro-batch (eval's equals it under
+    SP: longctx/config/rules/evaluation.py) and a DPO reference pass's own `precompute_ref_batch_size`."""
+    batches = [("per_device_train_batch_size", sft.per_device_train_batch_size)]
+    reference = getattr(sft, "precompute_ref_batch_size", None)
+    dpo = getattr(recipe, "trainer", "sft") == "dpo"
+    if dpo and sft.reference_log_probs == "precomputed" and reference and reference != sft.per_device_train_batch_size:
+        batches.append(("precompute_ref_batch_size", reference))
+    return batches
+
+
 def packed_isolation_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
-    """One problem when packed data would silently attend across documents; none otherwise."""
+    """One problem per batch of rows in which packed data would silently attend across documents; none otherwise."""
     if not is_packed(recipe, sft) or getattr(recipe, "allow_cross_document_attention", False):
         return []
-    isolated, reason = isolation_guarantee(model.attn_implementation, topo.sp_size, sft.per_device_train_batch_size)
-    if isolated:
-        return []
-    msg = f"packed documents would attend to each other: {reason}"
-    return [error(source, "attn_implementation", msg, "or set `allow_cross_document_attention: true` if intended")]
+    problems = []
+    for key, rows in row_batches(recipe, sft):
+        isolated, reason = isolation_guarantee(model.attn_implementation, topo.sp_size, rows, key)
+        if not isolated:
+            msg = f"packed documents would attend to each other: {reason}"
+            fix = "or set `allow_cross_document_attention: true` if intended"
+            problems.append(error(source, "attn_implementation", msg, fix))
+    return problems

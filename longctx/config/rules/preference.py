@@ -128,12 +128,28 @@ def _prefix_sharing_problems(sft, topo, source: str) -> list[Problem]:
     return [error(source, "prefix_sharing", msg, fix)]
 
 
+def _reference_batch_problems(sft, topo, source: str) -> list[Problem]:
+    """The reference pass's batch of rows under SP: DeepSpeed's Ulysses attention is registered for one micro-batch
+    size (as eval's, longctx/config/rules/evaluation.py); its isolation is checked with every other batch
+    (longctx/config/rules/isolation.py `row_batches`)."""
+    size = getattr(sft, "precompute_ref_batch_size", None)
+    if sft.reference_log_probs != "precomputed" or not size or topo.sp_size == 1:
+        return []
+    if size == sft.per_device_train_batch_size:
+        return []
+    msg = (
+        f"is {size}, but under sp={topo.sp_size} the reference pass runs through the Ulysses attention built for "
+        f"`per_device_train_batch_size` {sft.per_device_train_batch_size} rows"
+    )
+    return [error(source, "precompute_ref_batch_size", msg, "remove it (the pass then takes the training batch)")]
+
+
 def preference_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     """Every reason a `trainer: dpo` recipe cannot run (nothing for an SFT recipe)."""
     if getattr(recipe, "trainer", "sft") != "dpo":
         return []
     ds = read_deepspeed_json(topo)
     problems = _data_problems(recipe, source) + _key_problems(sft, source) + _loss_problems(sft, source)
-    problems += _prefix_sharing_problems(sft, topo, source)
+    problems += _prefix_sharing_problems(sft, topo, source) + _reference_batch_problems(sft, topo, source)
     problems += router_aux_problems(sft.router_aux_loss_coef, recipe_model_config(recipe, model)[0], source)
     return problems + _reference_problems(model, topo, ds, source, sft)

@@ -10,8 +10,9 @@ node's RAM is unknown, a need above what a workstation holds is a warning with t
 
 from longctx.config.problems import Problem, error, warning
 from longctx.memory_plan.estimate import estimate
+from longctx.memory_plan.inputs import PlanInputs
 from longctx.preflight.checks.memory_fit import TIGHT as GPU_TIGHT
-from longctx.preflight.options import gpu_gib, plan_options, zero_refused
+from longctx.preflight.options import gpu_gib, plan_inputs, zero_refused
 
 TIGHT = 0.90  # above this share of the RAM, the OS, the page cache and data loading can tip it over
 # With the node's RAM unknown (no --host-memory-gb, not on the node), a need above this is warned, not passed with
@@ -25,8 +26,8 @@ def check(launch) -> list[Problem]:
         return []
     if zero_refused(launch):  # refused by the ZeRO rule, not planned
         return []
-    options = plan_options(launch)
-    plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=launch.topo.sp_size, **options)
+    inputs = plan_inputs(launch)
+    plan = estimate(launch.facts.config, inputs)
     need = plan.host_per_node
     largest = sorted(plan.host_rows, key=lambda row: -row[1])[:3]
     terms = ", ".join(f"{name} {value:.1f}" for name, value in largest)
@@ -40,34 +41,33 @@ def check(launch) -> list[Problem]:
                 launch.source,
                 "accelerate_config",
                 msg,
-                f"{check_it}; if it has less: {fix_text(launch, plan, options, None)}",
+                f"{check_it}; if it has less: {fix_text(launch, plan, inputs, None)}",
             )
         ]
     if need <= TIGHT * ram:
         return []
     detail = f"host memory: needs about {need:.1f} GiB per node of {ram:.1f} GiB RAM (largest terms, GiB: {terms})"
-    fix = fix_text(launch, plan, options, ram)
+    fix = fix_text(launch, plan, inputs, ram)
     if need <= ram:
         return [warning(launch.source, "accelerate_config", f"{detail}: tight", fix)]
     return [error(launch.source, "accelerate_config", f"{detail}: the node would run out", fix)]
 
 
-def fix_text(launch, plan, options: dict, ram: float | None) -> str:
+def fix_text(launch, plan, inputs: PlanInputs, ram: float | None) -> str:
     """What would bring the host figure under the RAM, with the figure each change gives."""
-    config, seq, sp = launch.facts.config, launch.sft.max_length, launch.topo.sp_size
 
     def need(**change) -> float:
-        return estimate(config, seq_len=seq, sp=sp, **{**options, **change}).host_per_node
+        return estimate(launch.facts.config, inputs.but(**change)).host_per_node
 
     fixes = []
-    partial = partial_offload_fix(launch, options, ram) if ram else None  # a ratio needs the RAM it must fit
+    partial = partial_offload_fix(launch, inputs, ram) if ram else None  # a ratio needs the RAM it must fit
     if partial:
         fixes.append(partial)
-    if options["pin_memory"]:
+    if inputs.pin_memory:
         fixes.append(f"`offload_optimizer.pin_memory: false` in the DeepSpeed JSON ({need(pin_memory=False):.1f} GiB)")
-    if options["act_offload"]:
+    if inputs.act_offload:
         fixes.append(f"`activation_checkpoint_offload: false` ({need(act_offload=False):.1f} GiB)")
-    if options["offload_optimizer"]:
+    if inputs.offload_optimizer:
         fixes.append(
             "an accelerate config without optimizer offload, if the GPUs hold 16 bytes a parameter over all of "
             f"them ({need(offload_optimizer=False, offload_params=False):.1f} GiB)"
@@ -76,21 +76,21 @@ def fix_text(launch, plan, options: dict, ram: float | None) -> str:
     return f"a node with at least {plan.host_per_node:.0f} GiB, or: " + "; ".join(fixes)
 
 
-def partial_offload_fix(launch, options: dict, ram: float) -> str | None:
+def partial_offload_fix(launch, inputs: PlanInputs, ram: float) -> str | None:
     """ZeRO-3 partial optimizer offload: the `offload_optimizer.ratio` that keeps the fewest optimizer sub-groups on
     the GPU while the host fits, with what it costs the GPU; None if no ratio fits both (under their tight lines)."""
     from longctx.memory_plan.arch import Arch
     from longctx.memory_plan.host import optimizer_split, ratio_keeping
 
-    if not options["offload_optimizer"] or options["zero_stage"] != 3:
+    if not inputs.offload_optimizer or inputs.zero_stage != 3:
         return None
-    config, seq, sp = launch.facts.config, launch.sft.max_length, launch.topo.sp_size
-    lora = options["lora_rank"] if options["lora"] else None
-    split = optimizer_split(Arch.from_config(config), options["num_gpus"], lora, options["sub_group_size"])
+    config = launch.facts.config
+    lora = inputs.lora_rank if inputs.lora else None
+    split = optimizer_split(Arch.from_config(config), inputs.num_gpus, lora, inputs.sub_group_size)
     groups = len(split[0]) + len(split[1])
     for on_gpu in range(1, groups):
         ratio = ratio_keeping(on_gpu, groups)
-        plan = estimate(config, seq_len=seq, sp=sp, **{**options, "offload_ratio": ratio})
+        plan = estimate(config, inputs.but(offload_ratio=ratio))
         gpu = gpu_gib(launch)
         if plan.host_per_node <= TIGHT * ram and (gpu is None or plan.total_gib <= GPU_TIGHT * gpu):
             where = f"{on_gpu} of {groups} optimizer sub-groups on the GPU"

@@ -13,7 +13,7 @@ still swaps in Liger's RMSNorm/SwiGLU/RoPE kernels, which keep fewer activation 
 from longctx.config.problems import Problem, error, warning
 from longctx.memory_plan.calibration import refuse_factor
 from longctx.memory_plan.estimate import estimate, max_seq_len
-from longctx.preflight.options import gpu_gib, plan_options, zero_refused
+from longctx.preflight.options import gpu_gib, plan_inputs, zero_refused
 
 TIGHT = 0.90  # above this share of the GPU, allocator spikes can still OOM
 
@@ -24,15 +24,15 @@ def check(launch) -> list[Problem]:
         return []
     if zero_refused(launch):
         return []  # a ZeRO configuration that cannot run is refused (longctx/config/rules/zero.py), not planned
-    sp, options = launch.topo.sp_size, plan_options(launch)
-    plan = estimate(launch.facts.config, seq_len=launch.sft.max_length, sp=sp, **options)
+    inputs = plan_inputs(launch)
+    plan = estimate(launch.facts.config, inputs)
     if plan.total_gib <= TIGHT * gib:
         return []
     biggest = max(plan.rows(), key=lambda row: row[1])
     detail = f"needs about {plan.total_gib:.1f} GiB per GPU of {gib:.1f} (largest: {biggest[0]} {biggest[1]:.1f} GiB)"
     if plan.total_gib <= gib:
         return [warning(launch.source, "max_length", f"is tight: {detail}", "expect OOM spikes; see `make plan`")]
-    fit = max_seq_len(launch.facts.config, gib, sp=sp, **options)
+    fit = max_seq_len(launch.facts.config, gib, inputs)
     if plan.total_gib <= refuse_factor() * gib:
         over = f"may not fit: {detail}; published runs have fit at up to {refuse_factor():.2f}x this plan"
         return [warning(launch.source, "max_length", over, fix_text(launch, fit))]

@@ -43,6 +43,23 @@ class NonFiniteStop(RuntimeError):
     """A step's loss or gradient norm was not finite; every rank raises it at the same step."""
 
 
+class PreemptedBeforeTraining(RuntimeError):
+    """A preemption agreed before the first step (in the DPO reference pass), after what was computed was kept;
+    every rank raises it at the same point. The message says what was kept and where."""
+
+
+def agreed_stop(accelerator, request: PreemptionRequest = PREEMPTION) -> list[int]:
+    """The ranks asking to stop, the same list on every rank (one all-reduce MAX of one flag a rank): for work
+    outside the Trainer's optimizer steps, where `RunGuard` does not run. Every rank must call it at the same
+    point of the same loop."""
+    world, rank = accelerator.num_processes, accelerator.process_index
+    flags = torch.zeros(world, device=accelerator.device)
+    flags[rank] = float(request.requested)
+    if world > 1 and dist.is_available() and dist.is_initialized():
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return [r for r, asked in enumerate(flags.tolist()) if asked]
+
+
 class RunGuard(TrainerCallback):
     """The per-step agreement (module docstring); `preempted_at` is the step a preemption stopped the run at."""
 
@@ -146,6 +163,9 @@ def train_to_outcome(trainer, resume_from_checkpoint) -> int | None:
         if acc.is_main_process:
             print(f"\nerror: [non-finite] {exc}", file=sys.stderr, flush=True)  # a new line: after a progress bar
         return NONFINITE
+    except PreemptedBeforeTraining as exc:
+        acc.print(f"[preempted] {exc}; run the same command to go on from there (exit {PREEMPTED})")
+        return PREEMPTED
     except CheckpointSaveError as exc:
         print(f"\nerror: [checkpoint] rank {acc.process_index}: {exc}", file=sys.stderr, flush=True)
         sys.stdout.flush()

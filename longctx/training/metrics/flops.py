@@ -35,6 +35,7 @@ fused LM head recomputes each logits tile in backward (it never stores the logit
 """
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
@@ -56,6 +57,11 @@ class FlopCounts:
 
     @classmethod
     def from_config(cls, config) -> "FlopCounts":
+        """From a config dict or object: sizes from its keys (experts: config/architectures.py `moe_sizes`), what the
+        model type implies beyond them (the output gate) from its family row, through `gated_attention`."""
+        gate = gated_attention(config)
+        if isinstance(config, dict):  # a config.json as read (the planner's), its language model's part
+            config = SimpleNamespace(**(config.get("text_config") or config))
         config = config.get_text_config() if hasattr(config, "get_text_config") else config
         as_dict = config.to_dict() if hasattr(config, "to_dict") else vars(config)
         shapes = layer_shapes(as_dict)
@@ -70,7 +76,7 @@ class FlopCounts:
         sliding = sum(kind == "sliding_attention" for kind in types) if window else 0
         linear = LinearAttention.from_config(as_dict)
         softmax = layers - (linear.layers if linear else 0)
-        q_width = heads * (2 if gated_attention(config) else 1)  # Qwen3.5's q_proj also emits the output gate
+        q_width = heads * (2 if gate else 1)  # Qwen3.5's q_proj also emits the output gate
         per_token = 2.0 * (softmax * hidden * head_dim * (q_width + heads + 2 * kv) + layers * mlp)
         if linear:  # its projections' weights, then its recurrence and convolution
             per_token += linear.layers * (2.0 * linear.projection_weights(hidden) + linear.forward_flops_per_token())

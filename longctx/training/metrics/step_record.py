@@ -11,6 +11,15 @@ as it logs them (throughput.py: causal pairs per document, the recompute of chec
 allocated and reserved GiB, the process's peak and current RSS, the node's used memory (MemTotal - MemAvailable)
 at the step's end and torch's pinned host memory, and `optimizer_step` (on_step_end follows the optimizer's step).
 
+With `step_record_components: true` each recorded step also runs under torch.profiler, and the line gains `comm_s`:
+the seconds of the step's communication by the kind the step-time plan predicts (longctx/memory_plan/step_time.py
+`traffic`): `all_to_all` (Ulysses' head exchanges, and the Gated DeltaNet layers'), `p2p` (point-to-point: the ring's
+query swaps), `all_gather` (ZeRO-3's gathers, and the ring's K/V gathers: the profiler does not say which group),
+`reduce` (ZeRO's reduce-scatters and all-reduces, the ring's K/V gradients), and on CUDA `pcie` (the step's host
+copies: offload). Read from the collectives' own profiler ranges (`nccl:*` with their kernels' device time on CUDA,
+`gloo:*` CPU time on CPU, which includes waiting for the slowest rank) and the memcpy activities; the profiler slows
+the step it records (compare `step_s` of runs recorded the same way).
+
 Before each step the CUDA caching allocator's free blocks are released (`empty_cache`), its peaks reset, and the
 kernel's RSS high-water mark reset (`/proc/self/clear_refs`): reserved memory then counts only the blocks this step
 needed, not those a longer step before it left cached. The allocator re-maps memory every step for it: a setting
@@ -27,6 +36,30 @@ from transformers import TrainerCallback
 
 GIB = 2**30
 TRAINER_METRICS = ("tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "hfu")
+# (kind, profiler range substrings) of the collectives, matched in order on `nccl:` and `gloo:` ranges
+COMM_KINDS = (
+    ("all_to_all", ("all_to_all", "alltoall")),
+    ("p2p", ("send", "recv", "batch_isend_irecv")),
+    ("all_gather", ("all_gather", "allgather")),
+    ("reduce", ("reduce_scatter", "all_reduce", "allreduce", "reduce")),
+)
+
+
+def comm_seconds(events, cuda: bool) -> dict:
+    """Seconds by kind (COMM_KINDS, and `pcie` on CUDA) of profiler averages: (key, cpu_time_total, device_time_total)
+    in microseconds, as `key_averages()` gives them."""
+    out = dict.fromkeys([kind for kind, _ in COMM_KINDS] + (["pcie"] if cuda else []), 0.0)
+    for key, cpu_us, device_us in events:
+        name = key.lower()
+        if cuda and name.startswith("memcpy") and ("htod" in name or "dtoh" in name):
+            out["pcie"] += device_us / 1e6
+            continue
+        if not name.startswith("nccl:" if cuda else "gloo:"):
+            continue
+        kind = next((k for k, words in COMM_KINDS if any(w in name for w in words)), None)
+        if kind:
+            out[kind] += (device_us if cuda else cpu_us) / 1e6
+    return {k: round(v, 6) for k, v in out.items()}
 
 
 def proc_kib(path: str, key: str) -> float | None:
@@ -65,6 +98,16 @@ def reset_rss_peak() -> None:
         pass
 
 
+def start_profiler(cuda: bool):
+    """torch.profiler over one step: CPU ranges (the collectives' names), and CUDA activity (their kernels, copies)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    profiler = profile(activities=activities)
+    profiler.start()
+    return profiler
+
+
 def documents(position_ids: torch.Tensor) -> int:
     """Documents in a [batch, length] block: each row's start and every position that does not step by +1."""
     steps = position_ids[:, 1:] - position_ids[:, :-1] != 1
@@ -74,8 +117,8 @@ def documents(position_ids: torch.Tensor) -> int:
 class StepRecord(TrainerCallback):
     """Writes the module docstring's line for every logged step to `path` (appended, flushed)."""
 
-    def __init__(self, trainer, path: str):
-        self.path = Path(path)
+    def __init__(self, trainer, path: str, components: bool = False):
+        self.path, self.components, self.profiler = Path(path), components, None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.device = torch.device(trainer.accelerator.device)
         self.cuda = self.device.type == "cuda"
@@ -99,12 +142,18 @@ class StepRecord(TrainerCallback):
             torch.cuda.reset_peak_memory_stats(self.device)
         reset_rss_peak()
         self.shape = {"tokens": 0, "documents": 0}
+        if self.components:
+            self.profiler = start_profiler(self.cuda)
         self.start = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.cuda:
             torch.cuda.synchronize(self.device)
         row = {"step": state.global_step, **self.shape, "step_s": round(time.perf_counter() - self.start, 3)}
+        if self.profiler is not None:
+            self.profiler.stop()
+            events = [(e.key, e.cpu_time_total, e.device_time_total) for e in self.profiler.key_averages()]
+            row["comm_s"], self.profiler = comm_seconds(events, self.cuda), None
         if self.cuda:  # read here: the throughput callback resets the peaks when it logs
             row["peak_alloc_gib"] = round(torch.cuda.max_memory_allocated(self.device) / GIB, 2)
             row["peak_reserved_gib"] = round(torch.cuda.max_memory_reserved(self.device) / GIB, 2)

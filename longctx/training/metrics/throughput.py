@@ -35,9 +35,7 @@ import torch.distributed as dist
 from transformers import TrainerCallback
 
 from longctx.training.metrics.flops import FlopCounts, causal_pairs, head_positions, real_tokens
-
-# Dense bf16 peak per device, for MFU/HFU; a device not listed gets neither (everything else still logs).
-PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "B200": 2250e12, "L40S": 362e12}
+from longctx.training.metrics.hardware import PEAK_BF16_FLOPS  # dense bf16 peak per device, with sources
 
 
 def device_peak_flops(device: torch.device) -> float | None:

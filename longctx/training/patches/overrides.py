@@ -40,13 +40,27 @@ OVERRIDES: tuple[Override, ...] = (
         method="transformers.trainer.Trainer.get_train_dataloader",
         overridden_by=f"{TRAINER}.get_train_dataloader",
         why="sp x dp: the prepared loader's shard is relabelled (training/sp_data_order.py) so each step trains "
-        "a dp-only run's rows; relies on accelerate's shard sampler reading `process_index` at iteration time",
+        "a dp-only run's rows; relies on accelerate's shard sampler reading `process_index` at iteration time. "
+        "`balance_rows`: the loader's own sampler (accelerate's seeded shuffle, its epoch set through "
+        "`set_epoch`) is wrapped by the work-balanced one through `set_sampler` (training/data/balance.py)",
         written_against="transformers==5.23.0, accelerate==1.15.0",
         source_sha256="205a99685f8facd98a273c284296c1dc5b6a598499afbfaefd5dc1d363425771",
         relies_on=(
             (
                 "accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
                 "4e3931c05d9c5141334d91747ef99f2842238006ae56457ca9985f245bd4a3ed",
+            ),
+            (
+                "accelerate.data_loader.DataLoaderShard.set_sampler",
+                "d728ed60b41c7341b72d325a71cf0950da27a8892ec4e30e57ad920984673046",
+            ),
+            (
+                "accelerate.data_loader.DataLoaderShard.set_epoch",
+                "07cce703acb8d151af63e62e991f8d8ce29be45e860ccaade1f45e4957511bb4",
+            ),
+            (
+                "accelerate.data_loader.SeedableRandomSampler.__iter__",
+                "1e8040721b7cbbf5d95347bd7a7e52cfe447eef32c99322a4e4c048013637f85",
             ),
         ),
     ),

@@ -11,6 +11,12 @@ reference log-prob once; the rows then carry them (collator.py). The pass runs i
 fingerprint and the starting model's identity (name or folder with its weight files' sizes and times, revision,
 `model_init` and seed, config overrides, dtype).
 
+A preemption signal (longctx/training/faults/) stops the pass where every rank agrees to, at a batch boundary
+(one flag all-reduced per batch): the rows computed so far are written to `<split>-<key>.partial.json` with the
+batch the pass stopped before, and the run exits 75 (PREEMPTED) without a checkpoint. The same command, requeued,
+reads that file (on rank 0, broadcast to all) and computes only the batches after it; a file written for another
+schedule of batches (dp, batch size, row count) is ignored and the pass starts over.
+
 The live sources: `adapter_disabled` (LoRA: the base model is the policy with its adapter switched off, TRL's
 `use_adapter`) and `frozen_model` (TRL's second model, built by DPOTrainer and sharded by ZeRO-3), each run on the
 micro-batch's shard under `no_grad` and summed over the SP group like the policy.
@@ -23,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from longctx.training.faults.guard import PreemptedBeforeTraining, agreed_stop
 from longctx.training.preference.log_probs import (
     forward_token_log_probs,
     pair_sums,
@@ -103,20 +110,31 @@ def _row_sums(model, inputs: dict, group) -> list[list[float]]:
     return [total[row, :n].tolist() for row, n in enumerate(counts)]
 
 
-def compute_table(trainer, model, dataset, group) -> dict[int, list[float]]:
-    """One no-grad forward of every row on the training mesh; each SP group takes every dp-th row. Every rank runs
-    the same number of forwards (ZeRO-3 gathers parameters over all ranks in each), the last ones repeating a row."""
+def pass_schedule(trainer, dataset) -> tuple[int, int, int]:
+    """(dp, rows a batch, batches): the pass's batches on this mesh, which a kept partial pass must share."""
+    _, _, dp, _ = sp_coordinates(trainer.accelerator)
+    size = trainer.args.precompute_ref_batch_size or trainer.args.per_device_train_batch_size
+    return dp, size, -(-len(range(0, len(dataset), dp)) // size)
+
+
+def compute_table(trainer, model, dataset, group, first: int = 0) -> tuple[dict[int, list[float]], int | None]:
+    """One no-grad forward of every row on the training mesh, from batch `first`; each SP group takes every dp-th
+    row. Every rank runs the same number of forwards (ZeRO-3 gathers parameters over all ranks in each), the last
+    ones repeating a row. Returns (the rows' sums, merged over the ranks; the batch an agreed preemption stopped
+    the pass before, or None when it ran to the end)."""
     acc = trainer.accelerator
     sp, sp_rank, dp, dp_index = sp_coordinates(acc)
-    size = trainer.args.precompute_ref_batch_size or trainer.args.per_device_train_batch_size
+    _, size, batches = pass_schedule(trainer, dataset)
     mine = list(range(dp_index, len(dataset), dp))
-    batches = -(-len(range(0, len(dataset), dp)) // size)
     collate = type(trainer.data_collator)(pad_token_id=trainer.data_collator.pad_token_id)
-    table = {}
+    table, stopped = {}, None
     was_training = model.training
     model.eval()
     with torch.no_grad(), disabled_adapter(trainer, model):
-        for b in range(batches):
+        for b in range(first, batches):
+            if agreed_stop(acc):  # every rank at the same batch, so none waits in a forward's collectives
+                stopped = b
+                break
             chunk = mine[b * size : (b + 1) * size] or [0]
             inputs = trainer._prepare_inputs(shard_for_rank(collate([dataset[i] for i in chunk]), sp, sp_rank))
             for index, sums in zip(inputs["row_indices"], _row_sums(model, inputs, group), strict=True):
@@ -127,7 +145,35 @@ def compute_table(trainer, model, dataset, group) -> dict[int, list[float]]:
     merged = {}
     for part in gather_object([table]):
         merged.update(part)
-    return merged
+    return merged, stopped
+
+
+def partial_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}.partial.json")
+
+
+def kept_partial(trainer, path: Path, key: str, schedule: tuple) -> tuple[dict[int, list[float]], int]:
+    """(rows, the batch to go on from) of a pass a preemption stopped, read by rank 0 and broadcast (every rank
+    must start at the same batch); ({}, 0) when there is none for this key and schedule of batches."""
+    from accelerate.utils import broadcast_object_list
+
+    found = [None]
+    if trainer.accelerator.is_main_process and path.is_file():
+        saved = json.loads(path.read_text())
+        if saved.get("key") == key and saved.get("schedule") == list(schedule):
+            found = [({int(k): v for k, v in saved["rows"].items()}, int(saved["next_batch"]))]
+    if trainer.accelerator.num_processes > 1:
+        broadcast_object_list(found, from_process=0)
+    return found[0] or ({}, 0)
+
+
+def save_partial(path: Path, table: dict, key: str, schedule: tuple, next_batch: int) -> None:
+    from longctx.config.checkpoints import write_atomically
+
+    rows = {str(k): v for k, v in sorted(table.items())}
+    record = {"key": key, "schedule": list(schedule), "next_batch": next_batch, "rows": rows}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps(record))
 
 
 @contextlib.contextmanager
@@ -158,11 +204,25 @@ def reference_table(trainer, model, dataset, split: str, group, resuming: bool) 
             f"resuming a DPO run without its reference log-probs ({path} is missing or stale): they were computed "
             "from the starting model, which the checkpoint has replaced; restore that file, or start the run anew"
         )
-    table = compute_table(trainer, model, dataset, group)
-    if trainer.accelerator.is_main_process:
+    acc, schedule, partial = trainer.accelerator, pass_schedule(trainer, dataset), partial_path(path)
+    kept, first = kept_partial(trainer, partial, key, schedule)
+    if first:
+        acc.print(f"[reference] {split}: {len(kept)} rows' log-probs kept in {partial}, going on at batch {first}")
+    computed, stopped = compute_table(trainer, model, dataset, group, first)
+    table = {**kept, **computed}
+    if stopped is not None:  # an agreed preemption: keep what was computed, stop before training
+        if acc.is_main_process:
+            save_partial(partial, table, key, schedule, stopped)
+        acc.wait_for_everyone()
+        raise PreemptedBeforeTraining(
+            f"during the {split} reference pass, before batch {stopped} of {schedule[2]}: {len(table)} rows' "
+            f"log-probs kept in {partial}"
+        )
+    if acc.is_main_process:
         save_table(path, table, key)
-    trainer.accelerator.wait_for_everyone()
-    trainer.accelerator.print(f"[reference] {split}: {len(table)} rows' log-probs computed, stored in {path}")
+        partial.unlink(missing_ok=True)
+    acc.wait_for_everyone()
+    acc.print(f"[reference] {split}: {len(computed)} rows' log-probs computed, {len(table)} stored in {path}")
     return table
 
 
