@@ -43,11 +43,12 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
     """Recipe keys that TRL's dataclasses lack: the topology the recipe runs on, how the model starts, and how a
     user's data maps onto the formats (longctx/config/data_keys.py)."""
 
-    trainer: Literal["sft", "dpo"] = field(
+    trainer: Literal["sft", "dpo", "grpo"] = field(
         default="sft",
         metadata={
             "help": "`sft`: supervised fine-tuning (`make sft`, TRL's SFTConfig keys); `dpo`: preference training "
-            "(`make dpo`, TRL's DPOConfig keys plus longctx/config/preference.py's). Picks the recipe's key set."
+            "(`make dpo`, TRL's DPOConfig keys plus longctx/config/preference.py's); `grpo`: online RL "
+            "(`make grpo`, TRL's GRPOConfig keys plus longctx/config/rl.py's). Picks the recipe's key set."
         },
     )
     accelerate_config: str | None = field(
@@ -167,16 +168,21 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
     )
 
 
-TRAINERS = ("sft", "dpo")
+TRAINERS = ("sft", "dpo", "grpo")
 
 
 def training_config_class(trainer: str = "sft"):
     """The TRL config dataclass a recipe's training keys parse into: SFTConfig, or for `trainer: dpo` TRL's
-    DPOConfig with this repository's preference keys (longctx/config/preference.py)."""
+    DPOConfig with this repository's preference keys (longctx/config/preference.py), for `trainer: grpo` TRL's
+    GRPOConfig with the online RL keys (longctx/config/rl.py)."""
     if trainer == "dpo":
         from longctx.config.preference import PreferenceConfig
 
         return PreferenceConfig
+    if trainer == "grpo":
+        from longctx.config.rl import GRPORecipeConfig
+
+        return GRPORecipeConfig
     from trl import SFTConfig
 
     return SFTConfig

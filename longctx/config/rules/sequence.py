@@ -79,7 +79,7 @@ def fixed_length_problems(sft, topo, where: str) -> list[Problem]:
 
 
 def trl_packing_problems(sft, topo, source: str) -> list[Problem]:
-    if topo.sp_size == 1 or not (getattr(sft, "packing", False) or sft.padding_free):
+    if topo.sp_size == 1 or not (getattr(sft, "packing", False) or getattr(sft, "padding_free", False)):
         return []
     msg = (
         "packing/padding_free use TRL's padding-free collator, whose 1-D cu_seq_lens_* tensors "

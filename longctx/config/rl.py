@@ -1,0 +1,113 @@
+"""The keys of an online RL recipe (`trainer: grpo`): TRL's `GRPOConfig`, plus what long-context GRPO under SP adds.
+
+A GRPO recipe parses into `GRPORecipeConfig` where an SFT recipe parses into `SFTConfig` (longctx/config/recipe.py
+picks the class from the recipe's `trainer` key). Every TRL key keeps its TRL meaning. Added here: the reward
+functions by import path (TRL takes callables in the trainer's constructor, not in its config), and whether a
+group's prompt is laid out once per row with its completions as branches (`prefix_sharing`).
+
+Which TRL loss types and options the long-context trainer (longctx/training/rl/) computes, and which it refuses
+under SP, is listed here too, so the recipe rules and the trainer read one list.
+
+TRL 1.16 refuses any `parallelism_config` with sp or cp above 1 in `GRPOConfig.__post_init__`; this class lifts the
+refusal for DeepSpeed's Ulysses SP (the trainer makes per-token log-probs exact across the SP group) and keeps it
+for context parallelism (FSDP2's ring), which the trainer does not implement.
+"""
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+# TRL 1.16's GRPOTrainer loss types the long-context trainer computes: every one TRL computes. The loss is TRL's own
+# `_compute_loss` on per-token log-probs made exact across the SP group (longctx/training/rl/log_probs.py);
+# `bnpo`'s local-batch normalisation is taken over the SP group's micro-batch (longctx/training/rl/loss.py).
+LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+
+# TRL GRPOConfig options the long-context trainer does not compute at any sp: (key, value that is fine, why, fix).
+REFUSED_OPTIONS = (
+    (
+        "sync_ref_model",
+        False,
+        "the reference is the frozen starting model, built from the recipe (TR-DPO's syncing is not implemented)",
+        "remove it",
+    ),
+    (
+        "use_transformers_continuous_batching",
+        False,
+        "generation runs through the trainer's shared-prefill path (a prompt's prefill once for its completions)",
+        "remove it (or use vLLM on GPUs: `use_vllm: true`)",
+    ),
+)
+
+# Options refused under sp > 1 only (each is TRL's own code at sp = 1): (key, value that is fine, why, fix).
+REFUSED_UNDER_SP = (
+    (
+        "entropy_coef",
+        0.0,
+        "the entropy bonus is a mean over one rank's tokens; under SP a rank holds part of its group's micro-batch",
+        "set `entropy_coef: 0.0` (or train at sp=1)",
+    ),
+    (
+        "use_adaptive_entropy",
+        False,
+        "adaptive entropy control adds the entropy bonus, a mean over one rank's tokens (see `entropy_coef`)",
+        "remove it (or train at sp=1)",
+    ),
+    (
+        "ds3_gather_for_generation",
+        True,
+        "without gathered weights ZeRO-3 generation steps all ranks together, but SP ranks generate their own prompts",
+        "remove it (ZeRO-3 gathers the weights for generation)",
+    ),
+)
+
+# Model features the trainer refuses (the rules read model configs; the trainer checks the loaded model):
+REFUSED_MODEL_FEATURES = {
+    "router_aux_loss": "the MoE load-balancing loss of packed group rows is not computed; set `router_aux_loss_coef: "
+    "0.0`",
+    "linear_attention": "linear-attention layers (Qwen3.5's Gated DeltaNet) are not supported by the GRPO trainer",
+    "vision": "multimodal prompts (images) are not supported by the GRPO trainer",
+}
+
+
+@dataclass
+class GRPORecipeConfig(GRPOConfig):
+    """TRL's GRPOConfig with the long-context GRPO keys (module docstring)."""
+
+    reward_funcs: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Reward functions by import path, `module.path:function` (a list, or one string), each with TRL's "
+            "reward-function signature (`prompts`, `completions`, `completion_ids`, the dataset's other columns as "
+            "keyword arguments). Weighted by `reward_weights`."
+        },
+    )
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "The longest prompt + completion the recipe trains on (TRL 1.16's GRPOConfig has no prompt "
+            "limit): prompts may hold up to `max_length - max_completion_length` tokens, and the trainer refuses a "
+            "longer one by its dataset row instead of training on it. The memory plan sizes rows from it."
+        },
+    )
+    prefix_sharing: bool = field(
+        default=False,
+        metadata={
+            "help": "Lay out each prompt once per row with its completions as branches that attend to it and never "
+            "to each other (sdpa isolation keeps them apart). Exact; with a long prompt and G completions it cuts "
+            "the training forward from G x (prompt + completion) tokens to prompt + G x completion."
+        },
+    )
+
+    def __post_init__(self):
+        """TRL's checks, with its refusal of sequence parallelism lifted for Ulysses SP (module docstring)."""
+        if isinstance(self.reward_funcs, str):
+            self.reward_funcs = [self.reward_funcs]
+        pc = self.parallelism_config
+        lift = pc is not None and pc.sp_enabled and not pc.cp_enabled and pc.sp_backend == "deepspeed"
+        if lift:
+            self.parallelism_config = None  # TRL refuses any sp > 1 here; put back once its checks have run
+        try:
+            super().__post_init__()
+        finally:
+            if lift:
+                self.parallelism_config = pc
