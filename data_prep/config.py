@@ -80,6 +80,8 @@ class PrepConfig:
         from data_prep.eval_split import holdout_problems
 
         out += holdout_problems(self.holdout, self.role)
+        if self.objective == "grpo":  # prompt rows are written as they are: no row layout (data_prep/prompts.py)
+            return out
         return out or self.layout.problems()
 
     def resolved_policy(self, fmt: str) -> str:

@@ -25,7 +25,7 @@ ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 SHORT_NAMES = short_names()
 
 # The entrypoint each kind of recipe (its `trainer` key) runs under `accelerate launch`
-ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py"}
+ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py", "grpo": "recipes/grpo.py"}
 
 
 def resolve_recipe(name_or_path: str) -> Path:

@@ -36,7 +36,29 @@ REFUSED_OPTIONS = (
         "generation runs through the trainer's shared-prefill path (a prompt's prefill once for its completions)",
         "remove it (or use vLLM on GPUs: `use_vllm: true`)",
     ),
+    (
+        "cache_implementation",
+        None,
+        "the shared prefill hands `generate` a dynamic cache holding the prompt once per completion",
+        "remove it",
+    ),
 )
+
+# Recipe keys (RecipeArguments) a GRPO run refuses: (key, value that is fine, why, fix).
+REFUSED_RECIPE_KEYS = (
+    (
+        "allow_cross_document_attention",
+        False,
+        "a group row packs several sequences: completions would attend to each other and to other groups' prompts",
+        "remove it",
+    ),
+)
+
+# Meshes the trainer refuses: a ring in the SP mesh (hybrid Ulysses x ring, `parallelism_config_sp_ring_size` > 1).
+REFUSED_MESH = {
+    "sp_ring_size": "GRPO under a hybrid Ulysses x ring mesh is not proven (the ring's document and branch handling "
+    "is not tested with group rows); use a Ulysses-only mesh (`parallelism_config_sp_ring_size: 1`)",
+}
 
 # Options refused under sp > 1 only (each is TRL's own code at sp = 1): (key, value that is fine, why, fix).
 REFUSED_UNDER_SP = (
@@ -66,12 +88,19 @@ REFUSED_MODEL_FEATURES = {
     "0.0`",
     "linear_attention": "linear-attention layers (Qwen3.5's Gated DeltaNet) are not supported by the GRPO trainer",
     "vision": "multimodal prompts (images) are not supported by the GRPO trainer",
+    "cast_lm_head_to_fp32": "`cast_lm_head_to_fp32` with `beta` > 0 and no LoRA: the reference built from the recipe "
+    "keeps its head's dtype; remove it (or set `beta: 0.0`)",
 }
 
 
 @dataclass
 class GRPORecipeConfig(GRPOConfig):
-    """TRL's GRPOConfig with the long-context GRPO keys (module docstring)."""
+    """TRL's GRPOConfig with the long-context GRPO keys (module docstring).
+
+    `reward_funcs`, `max_prompt_length` and `chat_template_path` are grpo-edge's keys (its mixin
+    `longctx.config.grpo_inputs.GRPOInputArguments`, which this class will extend once it is in main: the contract
+    in the brief's grpo-interface.md); they are declared here with the same names and meanings until then.
+    """
 
     reward_funcs: list[str] | None = field(
         default=None,
@@ -81,12 +110,18 @@ class GRPORecipeConfig(GRPOConfig):
             "keyword arguments). Weighted by `reward_weights`."
         },
     )
-    max_length: int | None = field(
+    max_prompt_length: int | None = field(
         default=None,
         metadata={
-            "help": "The longest prompt + completion the recipe trains on (TRL 1.16's GRPOConfig has no prompt "
-            "limit): prompts may hold up to `max_length - max_completion_length` tokens, and the trainer refuses a "
-            "longer one by its dataset row instead of training on it. The memory plan sizes rows from it."
+            "help": "Longest prompt in tokens, counted as TRL tokenizes it (chat template and generation prompt "
+            "included). TRL 1.16 has no prompt limit; the trainer refuses a longer prompt instead of training on it."
+        },
+    )
+    chat_template_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "A chat template (a name under recipes/assets/chat_templates/ or a .jinja file) replacing the "
+            "tokenizer's for conversational prompts."
         },
     )
     prefix_sharing: bool = field(
@@ -97,6 +132,14 @@ class GRPORecipeConfig(GRPOConfig):
             "the training forward from G x (prompt + completion) tokens to prompt + G x completion."
         },
     )
+
+    @property
+    def max_length(self) -> int | None:
+        """The longest prompt + completion (not a key: `max_prompt_length + max_completion_length`), which the
+        rules and the plan read as every trainer's `max_length`."""
+        if self.max_prompt_length is None or self.max_completion_length is None:
+            return None
+        return self.max_prompt_length + self.max_completion_length
 
     def __post_init__(self):
         """TRL's checks, with its refusal of sequence parallelism lifted for Ulysses SP (module docstring)."""
