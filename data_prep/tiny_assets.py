@@ -19,7 +19,8 @@ from pathlib import Path
 from longctx.training.retrieval.haystack import filler_sentence, passkey_documents, text_documents
 
 ASSETS = Path(__file__).resolve().parent.parent / "recipes" / "assets"
-TINY_DIRS = ("tiny-llama", "tiny-haystack", "tiny-preference", "tiny-grpo-passkey")  # what write_assets builds under ASSETS
+# what write_assets builds under ASSETS
+TINY_DIRS = ("tiny-llama", "tiny-haystack", "tiny-preference", "tiny-grpo-passkey")
 SEED = 1234
 VOCAB_SIZE = 512
 SPECIAL_TOKENS = [
