@@ -54,7 +54,7 @@ def reward_paths(value) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return list(value)
+        return [v for v in value if v.strip()]  # `--reward_funcs ""` on the command line: none
     raise RewardPathError(f"is {value!r}", f"a list of `module.path:function` strings, e.g. [{EXAMPLE}]")
 
 
