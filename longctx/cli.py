@@ -59,12 +59,13 @@ def usage() -> str:
 
 def resolve(recipe: str) -> str | None:
     """The recipe as every tool reads it (a short name becomes the full name), or None after printing why not."""
-    from longctx.config.paths import SHORT_NAMES, resolve_recipe, unknown_recipe_message
+    from longctx.config.families.registry import short_names
+    from longctx.config.paths import resolve_recipe, unknown_recipe_message
 
     if not resolve_recipe(recipe).is_file():
         print(f"error: {unknown_recipe_message(recipe)}", file=sys.stderr)
         return None
-    return SHORT_NAMES.get(recipe, recipe)
+    return short_names().get(recipe, recipe)
 
 
 def main(argv: list[str]) -> int:

@@ -10,6 +10,7 @@ Mixture-of-experts models keep their routing at 8 experts at most (`miniature_ex
 A new model type whose config has other size keys (a vision tower) extends `miniature_config`.
 """
 
+from longctx.config.architectures import EXPERT_COUNT_KEYS
 from longctx.config.layer_shapes import layer_shapes
 from longctx.config.linear_layers import text_config
 
@@ -90,7 +91,7 @@ def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
     (and the shared expert's) MLP ratio kept, dense layers (`mlp_only_layers`) kept where they fall in the
     miniature's layers."""
     mini = {}
-    for key in ("num_experts", "num_local_experts", "n_routed_experts"):
+    for key in EXPERT_COUNT_KEYS:
         if config.get(key):
             mini[key] = min(int(config[key]), MAX_EXPERTS)
     if not mini:

@@ -92,10 +92,23 @@ def by_hand(model_dir, data):
     return losses, norms, {k: v.detach() for k, v in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("layout", ["shared-prefix", pytest.param("unshared", marks=pytest.mark.slow)])
-def test_make_dpo_equals_the_loss_and_gradients_written_by_hand(tmp_path, layout):
+RING = "accelerate_configs/cpu-sp2-u1r2.yaml"  # sp=2 as a pure ring of 2 chunks
+HYBRID = "accelerate_configs/cpu-sp4-u2r2.yaml"  # sp=4 = Ulysses 2 x ring 2
+
+
+@pytest.mark.parametrize(
+    "layout, accel",
+    [
+        ("shared-prefix", ACCEL),
+        pytest.param("unshared", ACCEL, marks=pytest.mark.slow),
+        ("shared-prefix", RING),
+        pytest.param("shared-prefix", HYBRID, marks=pytest.mark.slow),
+    ],
+)
+def test_make_dpo_equals_the_loss_and_gradients_written_by_hand(tmp_path, layout, accel):
     """With prefix sharing (the default-tier case) the row holds each prompt once and its two answers as branches;
-    the reference still runs every `prompt + answer` alone, so equality also proves sharing exact under SP."""
+    the reference still runs every `prompt + answer` alone, so equality also proves sharing exact under SP, and on
+    a ring (the CPU ring's prefix blocks: a rejected answer crossing a chunk edge still reads its whole prompt)."""
     from datasets import load_from_disk
     from safetensors.torch import load_file
 
@@ -103,11 +116,11 @@ def test_make_dpo_equals_the_loss_and_gradients_written_by_hand(tmp_path, layout
     data = write_pairs(tmp_path / "data", n_pairs=3, sentences=(2, 6))
     extra = ("--model_name_or_path", str(model_dir), "--model_init", "pretrained", "--max_steps", str(STEPS))
     extra += ("--beta", str(BETA), "--learning_rate", str(LR), "--prefix_sharing", str(layout == "shared-prefix"))
-    folder = prepare(ACCEL, data, tmp_path / "prepared", extra)
+    folder = prepare(accel, data, tmp_path / "prepared", extra)
     rows = load_from_disk(str(folder / "dataset"))
     assert len(rows) == 1 and max(rows[0]["sequence_ids"]) == 5, "the 3 pairs must share one row"
     proc = accelerate_launch(
-        ACCEL, "recipes/dpo.py", recipe_argv(ACCEL, data, tmp_path / "prepared", tmp_path / "out", extra)
+        accel, "recipes/dpo.py", recipe_argv(accel, data, tmp_path / "prepared", tmp_path / "out", extra)
     )
     assert_ok(proc)
     history = log_history(tmp_path / "out")

@@ -1,20 +1,19 @@
 """The model-family registry (longctx/config/families/) against the repository: every shipped snapshot, recipe and
-test model has a row; every row's files, recipes, classes and patches exist; the old per-module tables are reads
-of it. Removing a row, or pointing one at something missing, is reported by name."""
+test model has a row; every row's files, recipes, classes and patches exist; no module outside the registry lists
+model types of its own (each reads the row). Removing a row, or pointing one at something missing, is reported by
+name."""
 
+import ast
 import dataclasses
 import json
 
 import pytest
 
-from longctx.config.architectures import SINK_MODEL_TYPES, find_model_config
-from longctx.config.chat_templates import TRAINING_TEMPLATES
+from longctx.config.architectures import find_model_config
 from longctx.config.families.check import registry_problems
-from longctx.config.families.registry import FAMILIES, family_of, short_names
+from longctx.config.families.registry import FAMILIES, family_of
 from longctx.config.families.schema import LayerType
-from longctx.config.linear_layers import GATED_ATTENTION
-from longctx.config.paths import RECIPES_DIR, SHORT_NAMES
-from longctx.config.rules.linear_attention import SEQUENCE_PARALLEL_LINEAR_ATTENTION
+from longctx.config.paths import RECIPES_DIR
 from longctx.config.topology import load_yaml_mapping
 from tests.helpers import REPO
 
@@ -72,14 +71,64 @@ def test_every_recipe_model_has_a_family(recipe, model, source):
     assert family is not None, f"{recipe}: {model} has no family row in longctx/config/families/"
 
 
-def test_the_old_tables_are_reads_of_the_registry():
-    assert SHORT_NAMES == short_names()
-    for family in FAMILIES:
-        for model_type in family.model_types:
-            assert (model_type in SINK_MODEL_TYPES) == family.sinks
-            assert (model_type in GATED_ATTENTION) == family.gated_attention
-            assert TRAINING_TEMPLATES.get(model_type) == family.training_template
-            assert SEQUENCE_PARALLEL_LINEAR_ATTENTION.get(model_type) == family.linear_attention_class
+# String literals equal to a model type that are not a module listing model types: (file, string, why)
+NOT_A_MODEL_TYPE_LIST = (("longctx/training/retrieval/tasks.py", "falcon", "a filler word of the retrieval haystack"),)
+
+
+def model_types() -> set[str]:
+    """Every model type transformers knows, and every one a row names: a module outside the registry that spells
+    any of them decides something by model type instead of reading the family row."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return set(CONFIG_MAPPING_NAMES) | {t for f in FAMILIES for t in f.model_types}
+
+
+def model_type_literals(source: str, known: set[str]) -> list[tuple[int, str]]:
+    """(line, string) of every string literal in `source` that is a model type, except a config being written
+    (the value of a `"model_type"` key in a dict literal: data_prep's tiny Llama)."""
+    tree = ast.parse(source)
+    written = {
+        id(value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Dict)
+        for key, value in zip(node.keys, node.values, strict=True)
+        if isinstance(key, ast.Constant) and key.value == "model_type"
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known
+        and id(node) not in written
+    ]  # fmt: skip
+
+
+def test_no_module_outside_the_registry_lists_model_types():
+    """A model-type fact (sinks, templates, gated or linear attention, short names, ...) is read from the family row
+    at its use site; a module that compares or lists model types of its own is named here."""
+    roots = ("longctx", "recipes", "data_prep", "scripts", "benchmarks")  # every Python folder but tests/
+    files = sorted(str(p.relative_to(REPO)) for root in roots for p in (REPO / root).rglob("*.py"))
+    paths = [p for p in files if not p.startswith("longctx/config/families/")]
+    known, allowed = model_types(), {(path, string) for path, string, _ in NOT_A_MODEL_TYPE_LIST}
+    found = [
+        f"{path}:{line}: {string!r}"
+        for path in paths
+        for line, string in model_type_literals((REPO / path).read_text(), known)
+        if (path, string) not in allowed
+    ]
+    assert not found, "model types outside longctx/config/families/ (read the family row instead):\n" + "\n".join(
+        found
+    )
+
+
+def test_the_model_type_scan_sees_a_listed_type():
+    source = (
+        'SINKS = ("gpt_oss",)\n'
+        "def f(config):\n"
+        '    return config.model_type == "qwen3_5" or config.get("model_type") in {"mixtral": 1}\n'
+        'TINY = {"model_type": "llama", "hidden_size": 8}\n'
+        'WORD = "passkey"\n'
+    )
+    assert model_type_literals(source, model_types()) == [(1, "gpt_oss"), (3, "qwen3_5"), (3, "mixtral")]
 
 
 def test_every_family_class_and_patch_exists():

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from longctx.cli import main as cli
-from longctx.config.paths import SHORT_NAMES
+from longctx.config.families.registry import short_names
 from longctx.preflight.run import preflight_parser, run_preflight
 from tests.helpers import REPO
 
@@ -24,7 +24,7 @@ def test_each_subcommand_help_is_its_own_with_the_short_names_and_an_example(sub
     assert done.value.code == 0
     text = capsys.readouterr().out
     assert text.startswith(f"usage: python -m longctx {sub} ")
-    assert all(name in text for name in SHORT_NAMES), text
+    assert all(name in text for name in short_names()), text
     example = text.split("example:\n", 1)[1].strip().splitlines()[0]
     assert example.startswith(f"python -m longctx {sub} "), example
 

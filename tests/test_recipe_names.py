@@ -6,13 +6,14 @@ import re
 import pytest
 
 from longctx.cli import main
-from longctx.config.paths import REPO_ROOT, SHORT_NAMES, recipe_names, resolve_recipe
+from longctx.config.families.registry import short_names
+from longctx.config.paths import REPO_ROOT, recipe_names, resolve_recipe
 from tests.helpers.make import run_make
 
 
 def test_every_recipe_has_one_short_name_and_each_resolves():
-    assert sorted(SHORT_NAMES.values()) == recipe_names()  # one each, none for a recipe that does not exist
-    for short, full in SHORT_NAMES.items():
+    assert sorted(short_names().values()) == recipe_names()  # one each, none for a recipe that does not exist
+    for short, full in short_names().items():
         assert resolve_recipe(short) == resolve_recipe(full) and resolve_recipe(short).is_file()
         assert short not in recipe_names()  # a short name never shadows a full one
 
@@ -20,7 +21,7 @@ def test_every_recipe_has_one_short_name_and_each_resolves():
 def test_the_catalog_lists_the_short_names():
     text = (REPO_ROOT / "recipes/README.md").read_text().split("<!-- short names -->", 1)[1]
     listed = dict(re.findall(r"^\| `([^`]+)` \| `([^`]+)` \|$", text.split("\n\n", 1)[0], re.MULTILINE))
-    assert listed == SHORT_NAMES
+    assert listed == short_names()
 
 
 def test_a_near_miss_gets_did_you_mean(capsys):

@@ -7,7 +7,8 @@ status from the catalog table's last column in recipes/README.md, the one place 
 
 import re
 
-from longctx.config.paths import RECIPES_DIR, SHORT_NAMES, recipe_names
+from longctx.config.families.registry import short_names
+from longctx.config.paths import RECIPES_DIR, recipe_names
 
 CATALOG_GPU_GB = 80.0  # the catalog's target GPU (recipes/README.md)
 
@@ -28,7 +29,7 @@ def recipe_row(name: str, measured: dict[str, str]) -> dict:
     from longctx.preflight.load import Machine, load_launch
     from longctx.preflight.plan import plan_dict
 
-    short = {full: s for s, full in SHORT_NAMES.items()}
+    short = {full: s for s, full in short_names().items()}
     launch = load_launch(str(RECIPES_DIR / f"{name}.yaml"), [], Machine(source="intended"))
     row = {"short_name": short.get(name), "recipe": name, "measured": measured.get(name, "not in the catalog")}
     if launch.model is None or launch.topo is None:
@@ -57,7 +58,7 @@ def recipe_row(name: str, measured: dict[str, str]) -> dict:
 def rows(pattern: str | None = None) -> list[dict]:
     """Every recipe whose name or short name contains `pattern` (all without one)."""
     measured = measured_status()
-    short = {full: s for s, full in SHORT_NAMES.items()}
+    short = {full: s for s, full in short_names().items()}
     names = [n for n in recipe_names() if not pattern or pattern in n or pattern in (short.get(n) or "")]
     return [recipe_row(name, measured) for name in names]
 

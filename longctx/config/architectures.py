@@ -9,12 +9,7 @@ any network or GPU work, and the probe and the rehearsal build random-weight min
 import os
 from pathlib import Path
 
-from longctx.config.families.registry import sink_model_types
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT
-
-# Model types whose attention adds a learned sink logit per query head (`s_aux`, the family row's `sinks`): preflight
-# requires sdpa for them and the runtime (longctx/training/attention/sinks.py) slices the sinks per SP rank.
-SINK_MODEL_TYPES = sink_model_types()
 
 
 def hf_cache_file(name: str, filename: str) -> Path | None:
@@ -63,3 +58,12 @@ def moe_sizes(config: dict) -> dict:
         "moe_layers": moe_layers,
         "shared_intermediate": shared,
     }
+
+
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
+def expert_count(config: dict) -> int:
+    """How many routed experts a config.json declares (0: dense); its language model's for a multimodal one."""
+    config = config.get("text_config") or config
+    return max((int(config.get(key) or 0) for key in EXPERT_COUNT_KEYS), default=0)

@@ -14,13 +14,10 @@ import os
 import re
 from pathlib import Path
 
-from longctx.config.families.registry import training_templates
 from longctx.config.paths import ARCHITECTURES_DIR, RECIPES_DIR, REPO_ROOT
 
 CHAT_TEMPLATES_DIR = RECIPES_DIR / "assets" / "chat_templates"
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
-# The training template to suggest, by the model's `model_type` (config.json): each family's row names its own
-TRAINING_TEMPLATES = training_templates()
 
 
 class ChatTemplateError(ValueError):

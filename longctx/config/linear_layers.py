@@ -8,7 +8,7 @@ tokens. The memory plan (longctx/memory_plan/), the MFU count (longctx/training/
 
 from dataclasses import dataclass
 
-from longctx.config.families.registry import gated_attention_types
+from longctx.config.families.registry import family_of
 
 
 def text_config(config: dict) -> dict:
@@ -76,12 +76,9 @@ class LinearAttention:
         return self.value_heads * 7.0 * state + 2.0 * self.conv_kernel * self.conv_channels
 
 
-# Softmax attention whose q_proj also emits a per-head output gate (twice the query width): the family row's
-# `gated_attention` (Qwen3.5, Qwen3-Next)
-GATED_ATTENTION = gated_attention_types()
-
-
 def gated_attention(config) -> bool:
-    """Whether the model's softmax attention has Qwen3.5's output gate (config dict or object)."""
+    """Whether the model's softmax attention has an output gate (q_proj twice the query width): the config's
+    `attn_output_gate`, else the family row's `gated_attention` (Qwen3.5, Qwen3-Next); config dict or object."""
     get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
-    return bool(get("attn_output_gate")) or get("model_type") in GATED_ATTENTION
+    family = family_of(config)
+    return bool(get("attn_output_gate")) or (family is not None and family.gated_attention)

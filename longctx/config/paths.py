@@ -19,19 +19,15 @@ RECIPES_DIR = REPO_ROOT / "recipes"
 ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 
 
-# The short name of every catalog recipe (`make sft RECIPE=llama8b-256k`): `<family><size>-<length>`, plus the
-# kind when it is not full SFT. Each family's row lists its recipes' (longctx/config/families/); recipes/README.md
-# lists them and tests/test_families.py requires a short name for every recipe under recipes/.
-SHORT_NAMES = short_names()
-
 # The entrypoint each kind of recipe (its `trainer` key) runs under `accelerate launch`
 ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py", "grpo": "recipes/grpo.py"}
 
 
 def resolve_recipe(name_or_path: str) -> Path:
     """`llama8b-256k`, `llama3.1-8b/sft-256k-sp8`, `recipes/llama3.1-8b/sft-256k-sp8.yaml` and an absolute path:
-    one recipe. The path may not exist (`unknown_recipe_message` says so, with the nearest names)."""
-    name_or_path = SHORT_NAMES.get(name_or_path, name_or_path)
+    one recipe. The path may not exist (`unknown_recipe_message` says so, with the nearest names). A short name is
+    the one its family's row gives the recipe (longctx/config/families/)."""
+    name_or_path = short_names().get(name_or_path, name_or_path)
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         shipped = REPO_ROOT / path  # `recipes/<model>/<name>.yaml` typed in another folder: this repository's
@@ -48,10 +44,11 @@ def unknown_recipe_message(name: str) -> str:
     """The one wording of "no such recipe": the nearest names when there are plausible ones, else the short names."""
     import difflib
 
-    known = [*SHORT_NAMES, *recipe_names()]
+    shorts = short_names()
+    known = [*shorts, *recipe_names()]
     typed = name.removeprefix("recipes/").removesuffix(".yaml")
     close = difflib.get_close_matches(typed, known, n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(close)}?" if close else f"use one of: {', '.join(SHORT_NAMES)}"
+    hint = f"did you mean {' or '.join(close)}?" if close else f"use one of: {', '.join(shorts)}"
     return f"no recipe {name!r} (no file {display_path(resolve_recipe(name))}); {hint} (recipes/README.md lists them)"
 
 
@@ -119,6 +116,6 @@ def recipes_epilog(example: str) -> str:
         "a recipe YAML, from any folder; recipe overrides (any recipe key) go after `--`. Short names:"
     )
     names = textwrap.fill(
-        ", ".join(SHORT_NAMES), 100, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+        ", ".join(short_names()), 100, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
     )
     return f"{textwrap.fill(what, 100)}\n{names}\n\nexample:\n  {example}"

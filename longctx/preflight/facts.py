@@ -7,7 +7,8 @@ cache, the shipped snapshot), never downloaded: preflight must answer before any
 import json
 from dataclasses import dataclass
 
-from longctx.config.architectures import SINK_MODEL_TYPES, find_model_config
+from longctx.config.architectures import find_model_config
+from longctx.config.families.registry import family_of
 from longctx.config.linear_layers import text_config
 from longctx.config.paths import REPO_ROOT
 
@@ -46,8 +47,10 @@ class ModelFacts:
 
     @property
     def has_sinks(self) -> bool:
-        """Whether the attention has a learned sink logit per query head (longctx/training/attention/sinks.py)."""
-        return self.config.get("model_type") in SINK_MODEL_TYPES
+        """Whether the attention has a learned sink logit per query head (the family row's `sinks`; the runtime:
+        longctx/training/attention/sinks.py)."""
+        family = family_of(self.config)
+        return family is not None and family.sinks
 
 
 def rope_override(model_init_kwargs: dict | None, overrides: dict | None) -> tuple[dict | None, str | None]:

@@ -53,18 +53,21 @@ def dense_reference(q, k, v, position_ids, scale):
     return torch.stack(outs)
 
 
-def ring_run(q, k, v, dout, position_ids, size: int, balance: str, scale: float):
+def ring_run(q, k, v, dout, position_ids, size: int, balance: str, scale: float, shared_prefix: bool = False):
     """Each of `size` threads takes its contiguous chunk of the full tensors, runs the ring forward and backward;
-    returns the concatenated output and the gradients of q, k, v."""
+    returns the concatenated output and the gradients of q, k, v. `shared_prefix`: the rows' restarts at p > 0
+    are branches of a shared prompt, as the preference trainer marks them."""
     chunk = q.shape[1] // size
-    documents = DocumentLayout().fill(position_ids, q.shape[0]).spans
+    layout = DocumentLayout(shared_prefix=shared_prefix).fill(position_ids, q.shape[0])
+    documents, prefixes = layout.spans, (layout.prefixes if layout.branches else None)
     board, barrier, results, errors = [None] * size, threading.Barrier(size), [None] * size, []
 
     def rank_main(rank: int) -> None:
         try:
             rows = slice(rank * chunk, (rank + 1) * chunk)
             mine = [t.detach()[:, rows].clone().requires_grad_() for t in (q, k, v)]
-            out = ring_attention(*mine, ThreadRing(rank, size, board, barrier, balance), documents, scale)
+            ring = ThreadRing(rank, size, board, barrier, balance)
+            out = ring_attention(*mine, ring, documents, scale, prefixes)
             out.backward(dout[:, rows])
             results[rank] = (out.detach(), *(t.grad for t in mine))
         except Exception as exc:  # noqa: BLE001 (any failure) surface it in the test thread, and release the others from the barrier

@@ -9,7 +9,6 @@ DEEPSEEK_V3_2 = Family(
     model_types=("deepseek_v32",),
     layer_types=(INDEXED_ATTENTION,),
     default_layer_type="indexed_attention",
-    moe=True,
 )
 
 # transformers 5.23's DeepseekV4PreTrainedModel: _supports_sdpa, _supports_flash_attn and _supports_flex_attn all
@@ -47,5 +46,4 @@ DEEPSEEK_V4 = Family(
         ),
     ),
     default_layer_type="heavily_compressed_attention",
-    moe=True,
 )

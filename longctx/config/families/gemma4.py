@@ -45,7 +45,6 @@ GEMMA4 = Family(
         pad="<pad>",
         extra=TURN_TOKENS,
     ),
-    moe=True,  # 26B-A4B: 128 experts top-8 beside the dense MLP, in one module of 3-D weights, no auxiliary loss
     runtime_patches=(
         "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
         "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",

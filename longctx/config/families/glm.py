@@ -8,5 +8,4 @@ GLM_MOE_DSA = Family(
     model_types=("glm_moe_dsa",),
     layer_types=(INDEXED_ATTENTION,),
     default_layer_type="indexed_attention",
-    moe=True,
 )

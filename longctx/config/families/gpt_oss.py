@@ -30,7 +30,6 @@ GPT_OSS = Family(
     ),
     sinks=True,
     sink_model_class="transformers.models.gpt_oss.modeling_gpt_oss.GptOssPreTrainedModel",
-    moe=True,
     runtime_patches=(
         "transformers.models.gpt_oss.modeling_gpt_oss.eager_attention_forward",
         "transformers.models.gpt_oss.modeling_gpt_oss.GptOssPreTrainedModel",

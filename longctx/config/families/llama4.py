@@ -28,5 +28,4 @@ LLAMA4 = Family(
             f"the model's chunked layers cannot run under it. {TRAIN_AT_SP1}",
         ),
     ),
-    moe=True,
 )

@@ -34,6 +34,5 @@ QWEN3_MOE = Family(
     recipes=(("qwen30b-a3b-256k", "qwen3-30b-a3b/sft-256k-sp8-offload-optimizer"),),
     training_template=QWEN3_TEMPLATE,  # Qwen3-30B-A3B: the Qwen3 tokenizer and chat template
     stand_in_tokens=QWEN3_TOKENS,
-    moe=True,
     parity_tests=("tests/test_moe_router_parity.py",),
 )

@@ -41,7 +41,6 @@ QWEN3_NEXT = Family(
     layer_types=(GATED_DELTANET, FULL_ATTENTION),
     gated_attention=True,
     linear_attention_class="transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet",
-    moe=True,
     runtime_patches=("transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet.forward",),
 )
 
@@ -55,7 +54,6 @@ QWEN3_5_MOE = Family(  # Qwen3.5's layers with a routed MoE block (and a shared 
     stand_in_tokens=QWEN3_5_TOKENS,
     gated_attention=True,
     linear_attention_class="transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet",
-    moe=True,
     runtime_patches=("transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet.forward",),
     parity_tests=("tests/test_qwen35_moe_parity.py",),
 )

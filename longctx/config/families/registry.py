@@ -41,19 +41,6 @@ def short_names(families=FAMILIES) -> dict[str, str]:
     return {short: recipe for family in families for short, recipe in family.recipes}
 
 
-def training_templates(families=FAMILIES) -> dict[str, str]:
-    """model_type -> the training chat template (with generation markers) to suggest for it."""
-    return {t: f.training_template for f in families if f.training_template for t in f.model_types}
-
-
-def sink_model_types(families=FAMILIES) -> tuple[str, ...]:
-    return tuple(t for f in families if f.sinks for t in f.model_types)
-
-
-def gated_attention_types(families=FAMILIES) -> tuple[str, ...]:
-    return tuple(t for f in families if f.gated_attention for t in f.model_types)
-
-
 def linear_attention_classes(families=FAMILIES) -> dict[str, str]:
     """model_type -> the upstream Gated DeltaNet class longctx/training/layers/linear_attention.py makes exact."""
     return {t: f.linear_attention_class for f in families if f.linear_attention_class for t in f.model_types}

@@ -58,7 +58,6 @@ class Family:
     sink_model_class: str | None = None  # the PreTrainedModel class told that sdpa carries the sinks
     gated_attention: bool = False  # q_proj also emits a per-head output gate (twice the query width)
     linear_attention_class: str | None = None  # the upstream Gated DeltaNet class made exact under SP
-    moe: bool = False  # routed experts: ZeRO-3 leaf flags and the exact router aux loss apply
     runtime_patches: tuple[str, ...] = ()  # targets of longctx/training/patches/registry.py it needs
     parity_tests: tuple[str, ...] = ()  # the tests that prove sp=1 == sp=2 (== sp=4) with a negative control
 

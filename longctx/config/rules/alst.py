@@ -7,7 +7,7 @@ only says, before anything is built, when a recipe sets them in a way that canno
 
 import json
 
-from longctx.config.architectures import find_model_config
+from longctx.config.architectures import expert_count, find_model_config
 from longctx.config.paths import REPO_ROOT
 from longctx.config.problems import Problem, error, warning
 from longctx.config.rules.model_config import model_config_problems
@@ -16,15 +16,12 @@ SELECTIVE = "gradient_checkpointing_kwargs.selective"
 # attention that runs as one op whose output TRL's selective checkpointing can keep (sdpa: its aten ops and, for
 # packed rows on a GPU, torch's varlen op; the flash-attn package's ops by name)
 ONE_OP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")
-EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 
 def routed_experts(model_name: str | None, config_source: str | None) -> int:
     """How many routed experts the model's offline config.json declares (0: dense, or no config on disk)."""
     path = find_model_config(model_name, config_source) if model_name else None
-    config = json.loads(path.read_text()) if path else {}
-    config = config.get("text_config") or config
-    return max((int(config.get(key) or 0) for key in EXPERT_COUNT_KEYS), default=0)
+    return expert_count(json.loads(path.read_text()) if path else {})
 
 
 def moe_tiled_mlp_problems(recipe, model, source: str) -> list[Problem]:

@@ -7,13 +7,13 @@ rule refuses the recipe first, offline, naming `chat_template_path` and the temp
 """
 
 from longctx.config.chat_templates import (
-    TRAINING_TEMPLATES,
     ChatTemplateError,
     has_generation_markers,
     model_type,
     resolve_chat_template,
     stock_template,
 )
+from longctx.config.families.registry import family_by_model_type
 from longctx.config.problems import Problem, error, warning
 
 KEY = "chat_template_path"
@@ -27,7 +27,9 @@ def needs_markers(recipe, sft) -> bool:
 
 
 def suggested_fix(model_type: str | None) -> str:
-    path = TRAINING_TEMPLATES.get(model_type or "")
+    """The training template the model's family row names (the stock one plus markers), else how to write one."""
+    family = family_by_model_type(model_type)
+    path = family.training_template if family is not None else None
     if path:
         return f"set `{KEY}: {path}` (the stock template plus generation markers)"
     return f"set `{KEY}` to a .jinja copy of the model's template with {{% generation %}} around assistant turns"

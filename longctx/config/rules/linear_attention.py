@@ -8,20 +8,18 @@ head shards around the convolution and the recurrence); every other layer type w
 refused under sp > 1, by name, before anything is built. Pure data and rules: nothing here imports torch.
 """
 
-from longctx.config.families.registry import linear_attention_classes
+from longctx.config.families.registry import family_of, linear_attention_classes
 from longctx.config.linear_layers import recurrent_layer_types, text_config
 from longctx.config.problems import Problem, error
 
-# model_type -> the upstream layer class that longctx/training/layers/linear_attention.py makes sequence-parallel
-# (and restarts at packed-document boundaries): the family row's `linear_attention_class`. Qwen3.5's multimodal
-# checkpoints nest their text model under `text_config` (model_type `qwen3_5` outside, `qwen3_5_text` inside).
-SEQUENCE_PARALLEL_LINEAR_ATTENTION = linear_attention_classes()
 SP_KEY = "parallelism_config.parallelism_config_sp_size"
 
 
 def is_sequence_parallel(config: dict) -> bool:
-    """Whether this repository makes every recurrent layer of the model exact under SP."""
-    return text_config(config).get("model_type") in SEQUENCE_PARALLEL_LINEAR_ATTENTION
+    """Whether this repository makes every recurrent layer of the model exact under SP: its family row names the
+    upstream layer class longctx/training/layers/linear_attention.py converts (`linear_attention_class`)."""
+    family = family_of(config)
+    return family is not None and family.linear_attention_class is not None
 
 
 def linear_attention_problems(config: dict, sp: int, where: str, model: str) -> list[Problem]:
@@ -33,7 +31,7 @@ def linear_attention_problems(config: dict, sp: int, where: str, model: str) -> 
     text = text_config(config)
     model_type = text.get("model_type")
     if not is_sequence_parallel(config):
-        supported = ", ".join(sorted(SEQUENCE_PARALLEL_LINEAR_ATTENTION))
+        supported = ", ".join(sorted(linear_attention_classes()))
         msg = (
             f"{model} (model_type {model_type!r}) has layers of type {', '.join(types)} that carry a recurrent "
             f"state along the sequence, and this repository does not make that layer type sequence-parallel "

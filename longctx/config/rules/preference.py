@@ -85,10 +85,26 @@ def _data_problems(recipe, source: str) -> list[Problem]:
     return problems
 
 
+def _prefix_sharing_problems(sft, topo, source: str) -> list[Problem]:
+    """Prefix sharing on a ring: exact on the CPU ring (its prefix blocks, longctx/training/sequence_parallel/
+    ring.py); the CUDA ring's ring-flash-attn kernels attend each document to itself alone, so a rejected answer
+    would lose its prompt. The run-time twin: hybrid.PREFIX_ON_GPU_RING."""
+    if not getattr(sft, "prefix_sharing", False) or topo.sp_ring_size <= 1 or getattr(sft, "use_cpu", False):
+        return []
+    msg = (
+        f"is on with a ring (parallelism_config_sp_ring_size: {topo.sp_ring_size}) on GPUs: the CUDA ring's "
+        "ring-flash-attn kernels attend each document to itself alone, so every rejected answer would lose its "
+        "shared prompt (the CPU ring computes it exactly)"
+    )
+    fix = "set `prefix_sharing: false`, or train on a mesh without a ring (parallelism_config_sp_ring_size: 1)"
+    return [error(source, "prefix_sharing", msg, fix)]
+
+
 def preference_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     """Every reason a `trainer: dpo` recipe cannot run (nothing for an SFT recipe)."""
     if getattr(recipe, "trainer", "sft") != "dpo":
         return []
     ds = read_deepspeed_json(topo)
     problems = _data_problems(recipe, source) + _key_problems(sft, source) + _loss_problems(sft, source)
+    problems += _prefix_sharing_problems(sft, topo, source)
     return problems + _reference_problems(model, topo, ds, source, sft)

@@ -13,7 +13,7 @@ Pure data and rules: nothing here imports torch.
 
 from pathlib import Path
 
-from longctx.config.architectures import SINK_MODEL_TYPES
+from longctx.config.families.registry import family_of
 from longctx.config.linear_layers import text_config
 from longctx.config.paths import display_path
 from longctx.config.problems import Problem, error
@@ -53,7 +53,8 @@ def attention_features(config: dict) -> list[str]:
     """The attention features the ring does not compute: sinks (gpt-oss), sliding windows."""
     text = text_config(config)
     found = []
-    if text.get("model_type") in SINK_MODEL_TYPES or config.get("model_type") in SINK_MODEL_TYPES:
+    family = family_of(config)
+    if family is not None and family.sinks:
         found.append("attention sinks (one learned logit per head)")
     types = text.get("layer_types") or []
     if "sliding_attention" in types or (

@@ -29,11 +29,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from longctx.config.rules.linear_attention import (
-    SEQUENCE_PARALLEL_LINEAR_ATTENTION,
-    linear_attention_problems,
-    recurrent_layer_types,
-)
+from longctx.config.families.registry import linear_attention_classes
+from longctx.config.rules.linear_attention import linear_attention_problems, recurrent_layer_types
 from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.layers import gated_deltanet as kernels
 
@@ -228,7 +225,7 @@ def convert_layers(model, rows: ShardedRows | None = None) -> int:
     import sys
 
     rows = rows or ShardedRows()
-    supported = set(SEQUENCE_PARALLEL_LINEAR_ATTENTION.values())
+    supported = set(linear_attention_classes().values())  # the classes the family rows name
     converted = 0
     for module in model.modules():
         upstream = type(module)

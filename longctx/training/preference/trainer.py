@@ -43,6 +43,7 @@ def enable_prefix_sharing(model, recipe) -> None:
     from longctx.config.recipe import RecipeError
     from longctx.training.attention.document_layout import install_shared_prefix_layout
     from longctx.training.attention.isolation import sliding_window_layers
+    from longctx.training.attention.sinks import sink_family
 
     config = model.config
     layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"])
@@ -51,8 +52,8 @@ def enable_prefix_sharing(model, recipe) -> None:
         why = f"attention {config._attn_implementation!r} (prefix sharing runs on sdpa's document isolation)"
     elif sliding_window_layers(config) or layer_types != {"full_attention"}:
         why = "sliding-window or linear-attention layers (a branch would need the prompt's state: not implemented)"
-    elif getattr(config, "model_type", "") == "gpt_oss":
-        why = "attention sinks (gpt-oss)"
+    elif (family := sink_family(config)) is not None:
+        why = f"attention sinks ({family.name})"
     if why is None and install_shared_prefix_layout(model):
         return
     fix = "set `prefix_sharing: false`"

@@ -65,19 +65,36 @@ class HybridSPAttention(UlyssesSPAttentionHF):
         batch = query.shape[0]
         position_ids = kwargs["position_ids"].expand(batch, -1)  # this chunk's, gathered over the Ulysses group
         whole = self.ring.gather(position_ids)
-        if self.isolate and isolation["enabled"]:  # the probe's stock comparison switches isolation off
-            documents = layout_for(kwargs.get(LAYOUT_KWARG), whole, batch).spans
-        else:  # `allow_cross_document_attention: true`: each row is one sequence
-            documents = [[(0, whole.shape[1])]] * batch
+        documents, prefixes = ring_documents(kwargs.get(LAYOUT_KWARG), whole, batch, self.isolate)
         scale = scaling if scaling is not None else query.shape[-1] ** -0.5
         q, k, v = (t.transpose(1, 2) for t in (query, key, value))
         if not query.is_cuda:
-            return ring_attention(q, k, v, self.ring, documents, scale), None
+            return ring_attention(q, k, v, self.ring, documents, scale, prefixes), None
+        if prefixes is not None:
+            raise HybridAttentionError(PREFIX_ON_GPU_RING)
         if query.dtype not in (torch.bfloat16, torch.float16):
             raise HybridAttentionError(f"the CUDA ring runs flash-attn in bf16/fp16, not {query.dtype}: train in bf16")
         from longctx.training.sequence_parallel.ring_gpu import gpu_ring_attention  # flash-attn: CUDA only
 
         return gpu_ring_attention(*(t.contiguous() for t in (q, k, v)), self.ring, documents, scale), None
+
+
+# The run-time twin of longctx/config/rules/preference.py's refusal of prefix sharing on the CUDA ring.
+PREFIX_ON_GPU_RING = (
+    "`prefix_sharing: true` on the CUDA ring: ring-flash-attn's varlen kernels (ring_gpu.py) attend each document "
+    "to itself alone and cannot give a rejected answer its shared prompt; set `prefix_sharing: false`, or "
+    "parallelism_config_sp_ring_size: 1 (Ulysses runs prefix sharing exactly)"
+)
+
+
+def ring_documents(holder, whole: torch.Tensor, batch: int, isolate: bool):
+    """(documents, prefixes) of the whole rows ([batch, L] position_ids gathered over the ring): each row's
+    document spans, and each span's shared prefix where the rows hold preference branches (None: no branches).
+    The forward's layout (`holder`, filled by its first attention call) marks rows with shared prefixes."""
+    if not (isolate and isolation["enabled"]):  # `allow_cross_document_attention: true`, or the probe's stock run
+        return [[(0, whole.shape[1])]] * batch, None
+    layout = layout_for(holder, whole, batch)
+    return layout.spans, (layout.prefixes if layout.branches else None)
 
 
 def refuse_unsupported(dropout: float, kwargs: dict) -> None:

@@ -18,6 +18,12 @@ document that contains its first token can see keys before the span: every earli
 that document's queries against that document's keys in the chunk (the observation behind ring-flash-attn's
 `llama3` varlen functions). Every other key is never read.
 
+Shared prompts (preference prefix sharing, longctx/training/attention/shared_prefix.py): a branch (a span whose
+position_ids restart at p > 0) also sees the first p tokens of its document, wherever they lie. Those keys are
+disjoint from the branch's own, so they are more rectangle blocks of the same merge: the branch's queries in the
+span against the prefix's keys, one block per chunk the prefix crosses (`plan_span`'s `prefixes`). The load
+balance counts them like any block. The CUDA ring (ring_gpu.py, ring-flash-attn) has no such block: refused.
+
 Transport (CPU, gloo): K and V are all-gathered over the ring group (what llama3-style context parallelism does;
 the blocks are still computed and merged one key chunk at a time), the gradients of K and V summed back with an
 all-reduce. Causal load balance (`balance`): with contiguous chunks and one long document, rank g computes
@@ -97,18 +103,26 @@ class Span:
     blocks: tuple[tuple[int, int, int, int], ...]  # (q0, q1, k0, k1) global: earlier keys, one block per chunk
 
 
-def plan_span(documents, start: int, end: int, chunk: int) -> Span:
-    """The diagonal documents of [start, end) and the earlier-key blocks of the document holding `start`."""
+def chunk_blocks(q0: int, q1: int, k0: int, k1: int, chunk: int) -> list[tuple[int, int, int, int]]:
+    """Queries [q0, q1) against keys [k0, k1): one rectangle block per chunk the keys cross."""
+    return [
+        (q0, q1, max(k0, j * chunk), min(k1, (j + 1) * chunk))
+        for j in range(k0 // chunk, -(-k1 // chunk))
+        if min(k1, (j + 1) * chunk) > max(k0, j * chunk)
+    ]
+
+
+def plan_span(documents, start: int, end: int, chunk: int, prefixes=None) -> Span:
+    """The diagonal documents of [start, end), the earlier-key blocks of the document holding `start`, and, for each
+    branch in the span (`prefixes[i]` not None: document i's shared prefix), its queries against its prefix."""
     inside = [(max(s, start), min(e, end)) for s, e in documents if s < end and e > start]
     cu = (*(s - start for s, _ in inside), end - start)
     first_start, first_end = next((s, e) for s, e in documents if s <= start < e)
     keys_from = first_start if _state["isolate_across_chunks"] else 0
-    q_end = min(first_end, end)
-    blocks = []
-    for j in range(keys_from // chunk, -(-start // chunk)):
-        k0, k1 = max(keys_from, j * chunk), min(start, (j + 1) * chunk)
-        if k1 > k0:
-            blocks.append((start, q_end, k0, k1))
+    blocks = chunk_blocks(start, min(first_end, end), keys_from, start, chunk)
+    for (s, e), prefix in zip(documents, prefixes or [None] * len(documents), strict=True):
+        if prefix is not None and s < end and e > start:
+            blocks += chunk_blocks(max(s, start), min(e, end), *prefix, chunk)
     return Span(start, end, cu, tuple(blocks))
 
 
@@ -153,12 +167,15 @@ class RingGroup:
 
     from_work = to_work  # the same swap sends the mirror's rows back and receives this rank's second half
 
-    def plan(self, documents, chunk: int) -> "RingPlan":
-        """Whether to balance this batch, and the spans this rank computes in each row (cached per forward)."""
+    def plan(self, documents, chunk: int, prefixes=None) -> "RingPlan":
+        """Whether to balance this batch, and the spans this rank computes in each row (cached per forward: every
+        layer gets the same `documents` object, and `prefixes` comes from the same layout)."""
         if self.last[0] is documents:
             return self.last[1]
-        balanced = choose_balance(documents, self.size, chunk, self.balance)
-        plan = RingPlan(balanced, [spans_of(docs, self.rank, self.size, chunk, balanced) for docs in documents])
+        prefixes = prefixes or [None] * len(documents)
+        balanced = choose_balance(documents, self.size, chunk, self.balance, prefixes)
+        rows = zip(documents, prefixes, strict=True)
+        plan = RingPlan(balanced, [spans_of(docs, self.rank, self.size, chunk, balanced, p) for docs, p in rows])
         self.last = (documents, plan)
         return plan
 
@@ -171,27 +188,30 @@ class RingPlan:
     row_spans: list[list[Span]]
 
 
-def spans_of(documents, rank: int, size: int, chunk: int, balanced: bool) -> list[Span]:
-    """The spans of one row rank `rank` computes, in work-row order."""
-    return [plan_span(documents, a, b, chunk) for a, b in work_ranges(rank, size, chunk, balanced)]
+def spans_of(documents, rank: int, size: int, chunk: int, balanced: bool, prefixes=None) -> list[Span]:
+    """The spans of one row rank `rank` computes, in work-row order (`prefixes`: the row's branches, or None)."""
+    return [plan_span(documents, a, b, chunk, prefixes) for a, b in work_ranges(rank, size, chunk, balanced)]
 
 
-def busiest(documents_per_row, size: int, chunk: int, balanced: bool) -> int:
+def busiest(documents_per_row, size: int, chunk: int, balanced: bool, prefixes_per_row=None) -> int:
     """The largest per-rank pair count over the batch (the step waits for the busiest rank)."""
+    rows = list(zip(documents_per_row, prefixes_per_row or [None] * len(documents_per_row), strict=True))
     return max(
-        sum(span_pairs(s) for docs in documents_per_row for s in spans_of(docs, g, size, chunk, balanced))
+        sum(span_pairs(s) for docs, p in rows for s in spans_of(docs, g, size, chunk, balanced, p))
         for g in range(size)
     )
 
 
-def choose_balance(documents_per_row, size: int, chunk: int, policy: str) -> bool:
-    """`on`, `off`, or `auto`: balance when it lowers the busiest rank's pairs for this batch. Every rank of every
-    ring group reads the same whole-row layout, so all decide alike with no communication."""
+def choose_balance(documents_per_row, size: int, chunk: int, policy: str, prefixes_per_row=None) -> bool:
+    """`on`, `off`, or `auto`: balance when it lowers the busiest rank's pairs for this batch (a branch's prefix
+    blocks counted). Every rank of every ring group reads the same whole-row layout, so all decide alike with no
+    communication."""
     if size == 1 or policy == "off":
         return False
     if policy == "on":
         return True
-    return busiest(documents_per_row, size, chunk, True) < busiest(documents_per_row, size, chunk, False)
+    work = {b: busiest(documents_per_row, size, chunk, b, prefixes_per_row) for b in (True, False)}
+    return work[True] < work[False]
 
 
 def work_ranges(rank: int, size: int, chunk: int, balanced: bool) -> list[tuple[int, int]]:
@@ -282,9 +302,10 @@ class RingAttention(torch.autograd.Function):
         return dq, ring.sum_own(dk_all, chunk), ring.sum_own(dv_all, chunk), None, None, None
 
 
-def ring_attention(q, k, v, ring: RingGroup, documents, scale: float) -> torch.Tensor:
-    """[B, C, H, D] chunk in, [B, C, H, D] out; `documents[b]` the [start, end) of row b's documents, global."""
-    return RingAttention.apply(q, k, v, ring, ring.plan(documents, q.shape[1]), scale)
+def ring_attention(q, k, v, ring: RingGroup, documents, scale: float, prefixes=None) -> torch.Tensor:
+    """[B, C, H, D] chunk in, [B, C, H, D] out; `documents[b]` the [start, end) of row b's documents, global;
+    `prefixes[b][i]` document i's shared prefix (a branch, `DocumentLayout.prefixes`) or None."""
+    return RingAttention.apply(q, k, v, ring, ring.plan(documents, q.shape[1], prefixes), scale)
 
 
 def set_controls(merge_mode: str = "lse", isolate_across_chunks: bool = True) -> None:
