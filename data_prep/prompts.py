@@ -26,6 +26,7 @@ import pyarrow as pa
 from data_prep.counts import Counts
 from data_prep.errors import PrepError
 from data_prep.formats import Columns
+from longctx.memory_plan.rollout import group_tokens
 
 FORMAT = "prompts"
 ROWS_PER_SHARD = 1000  # kept rows a written shard holds: long prompts are megabytes each
@@ -44,14 +45,6 @@ def prompt_problem(prompt) -> tuple[str, str] | None:
                 return "malformed", f"message {i} of the prompt is not a {{role, content}} pair of strings: {m!r:.80}"
         return None
     return "malformed", f"the prompt is a {type(prompt).__name__}, not text or a list of messages"
-
-
-def group_tokens(prompt_tokens: int, prompts: int, generations: int, completion_length: int) -> dict:
-    """Training-forward tokens of `prompts` groups (their prompts totalling `prompt_tokens`), each of `generations`
-    completions of at most `completion_length` tokens: alone (the prompt once per completion) and prefix-shared."""
-    unshared = generations * (prompt_tokens + prompts * completion_length)
-    shared = prompt_tokens + prompts * generations * completion_length
-    return {"tokens_unshared": unshared, "tokens_shared": shared, "saving": round(1 - shared / max(unshared, 1), 6)}
 
 
 class PromptPreparer:

@@ -10,8 +10,8 @@ from datasets import load_from_disk
 from data_prep.config import PrepConfig
 from data_prep.errors import PrepError
 from data_prep.pipeline import prepare_dataset
-from data_prep.prompts import group_tokens
 from longctx.config.prepared import DATASET, REPORT
+from longctx.memory_plan.rollout import group_tokens
 
 TOKENIZER = "recipes/assets/tiny-llama"
 

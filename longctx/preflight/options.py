@@ -36,6 +36,7 @@ def plan_options(launch) -> dict:
     never exist); `use_liger_kernel` selects Liger's layer kernels, its fused cross-entropy being forced off.
     """
     from longctx.config.rules.isolation import is_packed
+    from longctx.preflight.rollout import plan_overrides
 
     sft, recipe, topo, ds = launch.sft, launch.recipe, launch.topo, launch.ds or {}
     machine = launch.machine
@@ -71,6 +72,7 @@ def plan_options(launch) -> dict:
         "sub_group_size": float(offload_setting(launch, "sub_group_size", DEFAULT_SUB_GROUP)),
         "offload_ratio": float(offload_setting(launch, "ratio", 1.0)),
         "reference": getattr(sft, "reference_log_probs", "none"),  # DPO recipes: where the reference comes from
+        **plan_overrides(launch),  # GRPO: one row a micro-step, the KL term's frozen copy (preflight/rollout.py)
     }
 
 
