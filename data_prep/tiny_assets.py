@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from data_prep.passkey_prompts import passkey_prompts
 from longctx.training.retrieval.haystack import filler_sentence, passkey_documents, text_documents
 
 ASSETS = Path(__file__).resolve().parent.parent / "recipes" / "assets"
@@ -140,20 +141,6 @@ def passkey_pairs(n_pairs: int, min_sentences: int, max_sentences: int, seed: in
         wrong = wrong if wrong != key else str(int(key) % 90_000 + 10_001)
         pairs.append({"prompt": doc["prompt"], "chosen": doc["completion"], "rejected": f" The pass key is {wrong}."})
     return pairs
-
-
-def passkey_prompts(n_prompts: int, min_sentences: int, max_sentences: int, seed: int) -> list[dict]:
-    """GRPO prompt rows on passkey haystacks: a one-message conversation asking for the key and nothing else, and the
-    key in `answer` (TRL's conversational prompt format plus the reward's column)."""
-    rows = []
-    for doc in passkey_documents(n_prompts, min_sentences, max_sentences, seed):
-        key = doc["completion"].split("The pass key is ")[1].rstrip(".")
-        question = f"{doc['prompt']} {PASSKEY_INSTRUCTION}"
-        rows.append({"prompt": [{"role": "user", "content": question}], "answer": key})
-    return rows
-
-
-PASSKEY_INSTRUCTION = "Answer with the number only."
 
 
 def differing_files(expected: Path, actual: Path) -> list[str]:

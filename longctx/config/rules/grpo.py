@@ -14,7 +14,7 @@ Beyond them, what only the recipe can show:
   generate past the model's trained positions with the original rope.
 """
 
-from longctx.config.problems import Problem, error
+from longctx.config.problems import Problem, error, warning
 from longctx.config.reward_functions import KEY, reward_functions
 from longctx.config.rl import LOSS_TYPES, REFUSED_MESH, REFUSED_OPTIONS, REFUSED_RECIPE_KEYS, REFUSED_UNDER_SP
 from longctx.config.rules.model_config import overrides_of
@@ -87,8 +87,12 @@ def _vllm_problems(recipe, config, source: str) -> list[Problem]:
             f"overrides the model config ({', '.join(sorted(overrides))}), which the colocated vLLM engine does not "
             "see: TRL 1.16 builds it from the model's own config.json (`LLM(model=model.name_or_path)`)"
         )
-        fix = "save the model with the overrides in its config.json and name that folder, or `use_vllm: false`"
+        fix = "save the model with the overrides in its config.json and name that folder, or `vllm_mode: server`"
         problems.append(error(source, "model_config_overrides", msg, fix))
+    elif overrides:
+        msg = f"overrides the model config ({', '.join(sorted(overrides))}); a vLLM server reads its own model folder"
+        fix = "start `trl vllm-serve` on a copy of the model whose config.json carries these overrides (docs/rl.md)"
+        problems.append(warning(source, "model_config_overrides", msg, fix))
     return problems
 
 
