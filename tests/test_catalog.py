@@ -23,6 +23,10 @@ GPU_RECIPES = sorted(
     p for p in (REPO / "recipes").rglob("*.yaml") if not p.is_relative_to(REPO / "recipes" / "tiny-llama")
 )
 CATALOG = {
+    "llama3.1-8b/grpo-64k-sp4",
+    "llama3.1-8b/grpo-128k-sp8",
+    "qwen3-8b/grpo-64k-sp4",
+    "qwen3-8b/grpo-128k-sp8",
     "llama3.1-8b/sft-32k-1gpu-offload",
     "llama3.1-8b/sft-128k-sp4",
     "llama3.1-8b/sft-256k-sp8",
