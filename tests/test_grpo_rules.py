@@ -59,3 +59,21 @@ def test_colocated_vllm_with_config_overrides_is_refused():
 
 def test_the_rules_only_speak_for_grpo_recipes():
     assert problems(recipe="recipes/tiny-llama/dpo-2k-cpu-sp2.yaml") == ""
+
+
+@pytest.mark.parametrize("subcommand", ["sft", "dpo"])
+def test_the_other_targets_refuse_a_grpo_recipe_naming_make_grpo(subcommand, capsys):
+    from longctx.commands.sft import main as launch_main
+
+    with pytest.raises(SystemExit):
+        launch_main([TINY, "--dry-run"], subcommand=subcommand)
+    assert "run it with `make grpo`" in capsys.readouterr().err
+
+
+def test_make_grpo_launches_the_grpo_entrypoint_on_its_mesh(capsys):
+    from longctx.cli import main
+
+    assert main(["grpo", "tiny-grpo", "--dry-run"]) == 0
+    line = capsys.readouterr().out
+    assert "--config_file accelerate_configs/cpu-sp3.yaml" in line and "recipes/grpo.py --config" in line
+    assert "smollm2-135m/grpo-passkey-cpu-sp3.yaml" in line
