@@ -71,3 +71,8 @@ def test_server_mode_names_the_gpus_outside_the_mesh():
     text = "\n".join(plan_lines(load_launch("qwen8b-grpo-64k", [], GPU)))
     assert "vLLM server (`trl vllm-serve`) on GPUs of its own, outside this mesh of 4" in text
     assert "--max-model-len >= 65536" in text
+
+
+def test_the_tiny_recipe_passes_preflight():
+    """per_device_train_batch_size counts completions for GRPO: the one-row-per-micro-batch check leaves it alone."""
+    assert keyed(load_launch("tiny-grpo", [], Machine())) == {}
