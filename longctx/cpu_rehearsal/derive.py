@@ -160,9 +160,9 @@ def derive_recipe(raw: dict, work: Path, sp: int) -> tuple[dict, list[str]]:
         notes.append(f"eval: {HOLDOUT} rows held out (was {raw['eval_holdout']}), evaluated at step {STEPS}")
     if sp > 1 and raw.get("trainer") != "grpo":  # gloo needs one shape on every rank (the GRPO trainer pads its rows)
         out["pad_to_multiple_of"] = LENGTH
+    length = "" if raw.get("trainer") == "grpo" else f"max_length {raw.get('max_length')} -> {LENGTH}, "
     notes.append(
-        f"size: max_length {raw.get('max_length')} -> {LENGTH}, {STEPS} steps (checkpoint at {SAVE_AT}), data, model "
-        "and outputs in the rehearsal's folder"
+        f"size: {length}{STEPS} steps (checkpoint at {SAVE_AT}), data, model and outputs in the rehearsal's folder"
     )
     return {k: v for k, v in out.items() if v is not None}, notes
 
