@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from longctx.config.paths import ARCHITECTURES_DIR
+from longctx.config.paths import ARCHITECTURES_DIR, ENTRYPOINTS
 from longctx.config.recipe import parse_recipe, recipe_topology
 from longctx.config.topology import load_yaml_mapping
 from longctx.training.model_build import build_config
@@ -101,7 +101,7 @@ def test_header_names_hardware_and_exact_launch(path):
     header = path.read_text().split("\naccelerate_config:")[0]
     assert header.startswith(f"# {name(path)}:")
     assert "# Hardware:" in header and "# Figures:" in header
-    entrypoint = "recipes/dpo.py" if "\ntrainer: dpo" in path.read_text() else "recipes/sft.py"
+    entrypoint = ENTRYPOINTS[load_yaml_mapping(path).get("trainer", "sft")]
     assert f"{entrypoint} --config recipes/{name(path)}.yaml" in header
 
 
