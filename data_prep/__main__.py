@@ -88,7 +88,7 @@ def prepare_recipe(args, overrides: list[str], progress) -> bool:
         raise PrepError(" ".join(str(exc).split())) from None
     if recipe.prepare_data == "off":
         return False
-    threads = args.num_proc or sft.dataset_num_proc or len(os.sched_getaffinity(0))
+    threads = args.num_proc or getattr(sft, "dataset_num_proc", None) or len(os.sched_getaffinity(0))
     extra = {"num_proc": threads, "shard_tokens": args.shard_tokens}
     if args.output:
         extra["output_dir"] = args.output

@@ -48,8 +48,13 @@ class PrepConfig:
     chat_template: str | None = None  # a .jinja file replacing the tokenizer's template (`chat_template_path`)
     columns: dict | None = None  # where the data keeps each field (longctx/config/data_keys.py); None: defaults
     max_dropped_fraction: float = 0.05  # above it the run fails naming report.json (not in the cache key)
-    objective: str = "sft"  # sft | dpo: documents, or preference pairs (data_prep/preference_rows.py)
+    objective: str = "sft"  # sft | dpo | grpo: documents, preference pairs, or prompts (data_prep/prompts.py)
     prefix_sharing: bool = False  # dpo: a pair's prompt once, both answers attending to it (data_prep/preference.py)
+    # grpo, none of them in the cache key: the columns the reward functions need (a row without them is dropped),
+    # and the group's size and completion length the report's prefix-sharing line is computed for
+    required_columns: tuple[str, ...] = ()
+    num_generations: int | None = None
+    max_completion_length: int | None = None
 
     @property
     def layout(self) -> Layout:
@@ -75,6 +80,8 @@ class PrepConfig:
         from data_prep.eval_split import holdout_problems
 
         out += holdout_problems(self.holdout, self.role)
+        if self.objective == "grpo":  # prompt rows are written as they are: no row layout (data_prep/prompts.py)
+            return out
         return out or self.layout.problems()
 
     def resolved_policy(self, fmt: str) -> str:
@@ -84,6 +91,7 @@ class PrepConfig:
     def cache_key(self) -> str:
         # paths enter through their fingerprints, so a relative and an absolute spelling share one key
         ignored = ("output_dir", "num_proc", "inputs", "tokenizer", "chat_template", "max_dropped_fraction")
+        ignored += ("required_columns", "num_generations", "max_completion_length")
         if not self.columns:  # the default columns: the key of every dataset prepared before the mapping keys
             ignored += ("columns",)
         if not self.holdout:  # no eval split: the key of every dataset prepared before the split existed
@@ -122,8 +130,12 @@ def source_fingerprint(cfg: PrepConfig) -> list:
 
 def from_recipe(recipe, sft, model, topo, role: str = "train", **overrides) -> PrepConfig:
     """The PrepConfig a parsed recipe asks for (longctx.config.prepared.prep_settings: sp from its accelerate YAML)."""
-    if not sft.max_length:
-        raise PrepError(f"{recipe.config_source}: `max_length` must be set to prepare data")
+    grpo = getattr(recipe, "trainer", "sft") == "grpo"
+    length_key = "max_prompt_length" if grpo else "max_length"
+    if not getattr(sft, length_key, None):
+        raise PrepError(f"{recipe.config_source}: `{length_key}` must be set to prepare data")
+    if grpo:
+        overrides = {**grpo_prep_extras(recipe, sft), **overrides}
     try:
         settings = prep_settings(recipe, sft, model, topo, role)
     except ChatTemplateError as exc:
@@ -137,3 +149,18 @@ def check(cfg: PrepConfig) -> PrepConfig:
     if problems:
         raise PrepError("; ".join(problems))
     return cfg
+
+
+def grpo_prep_extras(recipe, config) -> dict:
+    """A GRPO recipe's PrepConfig fields outside the cache key: its reward functions' columns, G and C."""
+    from longctx.config.reward_functions import required_columns, reward_functions
+
+    functions, problems = reward_functions(config.reward_funcs, recipe.config_source)
+    if problems:
+        raise PrepError("; ".join(str(p) for p in problems))
+    needed = tuple(dict.fromkeys(c for fn in functions for c in required_columns(fn)))
+    return {
+        "required_columns": needed,
+        "num_generations": config.num_generations,
+        "max_completion_length": config.max_completion_length,
+    }

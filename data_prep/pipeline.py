@@ -218,6 +218,7 @@ def prepare_dataset(
         log(f"[data] cache hit: {final} (same inputs, tokenizer and layout; --force rebuilds)")
         log(f"[data] report: {final / REPORT}")
         _check_dropped(final, cfg)
+        _log_prompts(final, cfg, log)
         return final, True
     remove_stale(final.parent, final.name)
     start, writer = time.perf_counter(), AtomicWriter(final)
@@ -227,6 +228,7 @@ def prepare_dataset(
         writer.save_dataset(key[:16])
         meta = {"cache_key": key, "format": fmt, "policy": cfg.resolved_policy(fmt), "config": _meta(cfg)}
         meta.update({"preference": prep.preference} if cfg.objective == "dpo" else {})
+        meta.update({"prompts": prep.prompts} if cfg.objective == "grpo" else {})
         write_report(writer.tmp / REPORT, prep.counts, meta)
         from data_prep.plot import save_plot
 
@@ -240,6 +242,7 @@ def prepare_dataset(
         from data_prep.preference_rows import preference_summary
 
         log(preference_summary(prep.preference))
+    _log_prompts(final, cfg, log)
     log(f"[data] done in {time.perf_counter() - start:.1f}s")
     _check_dropped(final, cfg)
     return final, False
@@ -253,8 +256,26 @@ def _check_dropped(final: Path, cfg: PrepConfig) -> None:
         raise problem
 
 
+def _log_prompts(final: Path, cfg: PrepConfig, log) -> None:
+    """A GRPO dataset's prompt lines, with what prefix sharing saves at the recipe's current G and C (a cache hit
+    too: G and C are not in the cache key)."""
+    if cfg.objective != "grpo":
+        return
+    import json
+
+    from data_prep.prompts import prompts_summary
+
+    prompts = json.loads((final / REPORT).read_text())["prompts"]
+    log(prompts_summary(prompts, cfg.num_generations, cfg.max_completion_length))
+
+
 def preparer_for(cfg: PrepConfig):
-    """Documents (SFT) or preference pairs (`trainer: dpo`, data_prep/preference_rows.py)."""
+    """Documents (SFT), preference pairs (`trainer: dpo`, data_prep/preference_rows.py) or prompts (`trainer: grpo`,
+    data_prep/prompts.py)."""
+    if cfg.objective == "grpo":
+        from data_prep.prompts import PromptPreparer
+
+        return PromptPreparer(cfg)
     if cfg.objective == "dpo":
         from data_prep.preference_rows import PreferencePreparer
 

@@ -1,4 +1,5 @@
-"""Build the offline assets of the tiny recipes: model config, tokenizer, the SFT corpus and the preference pairs.
+"""Build the offline assets of the tiny recipes: model config, tokenizer, the SFT corpus, the preference pairs and the
+GRPO passkey prompts.
 
 Usage:
     python -m data_prep.tiny_assets            # rewrite recipes/assets/ (deterministic)
@@ -15,10 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from data_prep.passkey_prompts import passkey_prompts
 from longctx.training.retrieval.haystack import filler_sentence, passkey_documents, text_documents
 
 ASSETS = Path(__file__).resolve().parent.parent / "recipes" / "assets"
-TINY_DIRS = ("tiny-llama", "tiny-haystack", "tiny-preference")  # what write_assets builds under ASSETS
+# what write_assets builds under ASSETS
+TINY_DIRS = ("tiny-llama", "tiny-haystack", "tiny-preference", "tiny-grpo-passkey")
 SEED = 1234
 VOCAB_SIZE = 512
 SPECIAL_TOKENS = [
@@ -117,6 +120,12 @@ def write_assets(root: Path) -> None:
     pairs_dir.mkdir(parents=True, exist_ok=True)
     with open(pairs_dir / "train.jsonl", "w") as f:
         f.writelines(json.dumps(pair) + "\n" for pair in passkey_pairs(96, 8, 24, seed=SEED + 2))
+    # smollm2-135m/grpo-passkey-cpu-sp3: conversational passkey prompts (~90-190 tokens with SmolLM2's template) and
+    # the key in `answer`, the column the shipped passkey reward reads
+    prompts_dir = root / "tiny-grpo-passkey"
+    prompts_dir.mkdir(parents=True, exist_ok=True)
+    with open(prompts_dir / "train.jsonl", "w") as f:
+        f.writelines(json.dumps(row) + "\n" for row in passkey_prompts(512, 6, 12, seed=SEED + 3))
 
 
 def passkey_pairs(n_pairs: int, min_sentences: int, max_sentences: int, seed: int) -> list[dict]:

@@ -2,6 +2,7 @@
 
     python -m longctx sft llama8b-256k -- --max_steps 20      preflight, data, then the launch (make sft)
     python -m longctx dpo tiny-dpo-2k                          the same for a preference recipe (make dpo)
+    python -m longctx grpo tiny-grpo                           the same for an online RL recipe (make grpo)
     python -m longctx data tiny-2k --force                     tokenize, pack and pad the recipe's data (make data)
     python -m longctx validate llama8b-256k --num-gpus 8       every problem of a launch, before any GPU work
     python -m longctx plan llama8b-256k --gpu-memory-gb 80     the mesh, tokens per rank and memory per rank
@@ -32,6 +33,7 @@ import sys
 SUBCOMMANDS = {
     "sft": ("longctx.commands.sft", "preflight, the recipe's data, then its accelerate launch"),
     "dpo": ("longctx.commands.dpo", "the same for a preference (`trainer: dpo`) recipe: DPO, IPO, SimPO under SP"),
+    "grpo": ("longctx.commands.grpo", "the same for an online RL (`trainer: grpo`) recipe: GRPO under SP"),
     "data": ("longctx.commands.data", "tokenize, pack and pad the recipe's dataset, or your files (--input)"),
     "validate": ("longctx.commands.validate", "preflight: every problem of a launch, before any GPU work"),
     "plan": ("longctx.commands.validate", "the mesh, tokens per rank and the memory plan per rank"),
@@ -47,7 +49,7 @@ SUBCOMMANDS = {
     "cp": ("longctx.commands.cp", "copy a recipe and the files it needs into another repository"),
 }
 # the subcommands that run a recipe: from the recipe's repository, wherever they are typed
-RUN_FROM_RECIPE_ROOT = ("sft", "data", "validate", "plan", "probe", "rehearse", "eval", "fetch")
+RUN_FROM_RECIPE_ROOT = ("sft", "grpo", "data", "validate", "plan", "probe", "rehearse", "eval", "fetch")
 
 
 def usage() -> str:

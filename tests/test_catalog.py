@@ -13,16 +13,21 @@ from types import SimpleNamespace
 
 import pytest
 
-from longctx.config.paths import ARCHITECTURES_DIR
+from longctx.config.paths import ARCHITECTURES_DIR, ENTRYPOINTS
 from longctx.config.recipe import parse_recipe, recipe_topology
+from longctx.config.topology import load_yaml_mapping
 from longctx.training.model_build import build_config
 from tests.helpers import OFFLINE, REPO
 
 ARCHITECTURES = ARCHITECTURES_DIR
-GPU_RECIPES = sorted(
-    p for p in (REPO / "recipes").rglob("*.yaml") if not p.is_relative_to(REPO / "recipes" / "tiny-llama")
+GPU_RECIPES = sorted(  # every recipe but the CPU ones (the tiny Llama's, and the tiny GRPO recipe's SmolLM2)
+    p for p in (REPO / "recipes").rglob("*.yaml") if not load_yaml_mapping(p).get("use_cpu")
 )
 CATALOG = {
+    "llama3.1-8b/grpo-64k-sp4",
+    "llama3.1-8b/grpo-128k-sp8",
+    "qwen3-8b/grpo-64k-sp4",
+    "qwen3-8b/grpo-128k-sp8",
     "llama3.1-8b/sft-32k-1gpu-offload",
     "llama3.1-8b/sft-128k-sp4",
     "llama3.1-8b/sft-256k-sp8",
@@ -96,7 +101,7 @@ def test_header_names_hardware_and_exact_launch(path):
     header = path.read_text().split("\naccelerate_config:")[0]
     assert header.startswith(f"# {name(path)}:")
     assert "# Hardware:" in header and "# Figures:" in header
-    entrypoint = "recipes/dpo.py" if "\ntrainer: dpo" in path.read_text() else "recipes/sft.py"
+    entrypoint = ENTRYPOINTS[load_yaml_mapping(path).get("trainer", "sft")]
     assert f"{entrypoint} --config recipes/{name(path)}.yaml" in header
 
 

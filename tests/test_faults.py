@@ -39,7 +39,7 @@ from longctx.config.checkpoints import (
 from longctx.config.exit_codes import FAILED, NONFINITE, PREEMPTED, SAVE_FAILED
 from longctx.config.paths import REPO_ROOT, recipe_names, resolve_recipe
 from longctx.config.recipe import RecipeError
-from longctx.config.topology import read_topology
+from longctx.config.topology import load_yaml_mapping, read_topology
 from longctx.launch import supervise
 from longctx.launch.cluster_env import cluster_machines
 from longctx.launch.staging import Need, fetch, missing, needs
@@ -434,7 +434,7 @@ def test_the_pytorchjob_manifest_runs_a_two_node_recipe_with_auto_resume():
 
 
 def gpu_recipes() -> list[str]:
-    return [name for name in recipe_names() if not name.startswith("tiny-llama/")]
+    return [name for name in recipe_names() if not load_yaml_mapping(resolve_recipe(name)).get("use_cpu")]
 
 
 @pytest.mark.parametrize("name", gpu_recipes())

@@ -16,7 +16,7 @@ import pytest
 from longctx.commands.rehearse import override_problems
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT, recipe_names, resolve_recipe
 from longctx.config.topology import load_yaml_mapping
-from longctx.cpu_rehearsal.derive import SET_FOR_CPU, derive, mesh
+from longctx.cpu_rehearsal.derive import GRPO_VLLM_KEYS, SET_FOR_CPU, derive, mesh
 from longctx.miniature import miniature_config, scaled_heads
 from longctx.preflight.checks.toolchain import uses_cpu_adam
 from tests.helpers import OFFLINE
@@ -35,6 +35,8 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
     "dataset_config", "max_length", "max_steps", "save_strategy", "save_steps", "save_total_limit", "logging_steps",
     "output_dir",
     "prepared_data_dir", "accelerate_config", "report_to", "pad_to_multiple_of", "eval_holdout", "eval_steps",
+    # a GRPO recipe: its prompt and completion lengths, and generation by transformers instead of vLLM (GPU only)
+    "max_prompt_length", "max_completion_length", "use_vllm", *GRPO_VLLM_KEYS,
 }  # fmt: skip
 
 
@@ -69,6 +71,25 @@ def test_the_miniature_changes_only_what_a_cpu_cannot_run(name, tmp_path):
     assert "zero_force_ds_cpu_optimizer" not in (derived.deepspeed or {})
     # the rehearsal resumes its checkpoint-2 after the final save: a recipe keeping 1 (the 70B) would delete it
     assert derived.recipe.get("save_total_limit") is None
+
+
+def test_a_grpo_miniature_generates_with_transformers_and_parses(tmp_path):
+    """The GPU recipes' vLLM keys go (a CPU has no vLLM) and the derived recipe passes the entrypoint's parse."""
+    from longctx.config.recipe import parse_recipe
+    from longctx.cpu_rehearsal.derive import GRPO_COMPLETION, GRPO_PROMPT
+    from longctx.cpu_rehearsal.run import write_files
+
+    derived = derive(resolve_recipe("llama8b-grpo-64k"), tmp_path)
+    assert derived.recipe["use_vllm"] is False and not GRPO_VLLM_KEYS & set(derived.recipe)
+    assert (derived.recipe["max_prompt_length"], derived.recipe["max_completion_length"]) == (
+        GRPO_PROMPT,
+        GRPO_COMPLETION,
+    )
+    assert "max_length" not in derived.recipe and "pad_to_multiple_of" not in derived.recipe
+    assert any("generation: transformers" in change for change in derived.changes)
+    path = write_files(derived, tmp_path)
+    _, config, _ = parse_recipe(["--config", str(path)])
+    assert config.max_length == GRPO_PROMPT + GRPO_COMPLETION
 
 
 def test_meshes_shrink_keeping_their_structure():

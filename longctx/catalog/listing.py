@@ -48,9 +48,10 @@ def recipe_row(name: str, measured: dict[str, str]) -> dict:
         fit, host = length(plan["max_length_that_fits"]), plan["host_per_node_gib"]
         memory = f"{plan['total_gib']:.1f} GiB/GPU (fits {fit}), host {host:.0f} GiB/node"
     step = predicted_step(plan["step_time"]) if plan and plan["step_time"] else None
+    grpo = getattr(launch.recipe, "trainer", "sft") == "grpo"  # longctx/preflight/plan.py GRPO_NOT_TIMED
     return {
         **row,
-        "step": step or ("n/a (CPU)" if cpu else "not planned"),
+        "step": step or ("n/a (CPU)" if cpu else "not predicted (GRPO: generation)" if grpo else "not planned"),
         "model": launch.model.model_name_or_path,
         "max_length": launch.sft.max_length,
         "mesh": f"sp={topo.sp_size}" + (f" x dp={dp}" if dp > 1 else ""),

@@ -54,7 +54,7 @@ def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     if config_json is None:
         raise StepFailed(f"no offline config.json for {name!r}: `python -m longctx validate` says where to put one")
     snapshot = config_json.parent
-    fmt = "preference" if raw.get("trainer") == "dpo" else raw.get("dataset_format", "auto")
+    fmt = {"dpo": "preference", "grpo": "prompts"}.get(raw.get("trainer"), raw.get("dataset_format", "auto"))
     corpus = write_sample(work / "data", fmt, int(raw.get("seed", 42)))
     # The stand-in carries the model's stock template, as the real tokenizer does, so the recipe's
     # `chat_template_path` must replace it in data_prep and in the trainer for the rehearsal to pass.

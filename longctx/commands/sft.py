@@ -1,5 +1,6 @@
-"""`python -m longctx sft|dpo RECIPE` (`make sft`, `make dpo`): preflight, the prepared data, then the accelerate
-launch of the recipe's entrypoint (`recipes/sft.py`, or `recipes/dpo.py` for a `trainer: dpo` recipe).
+"""`python -m longctx sft|dpo|grpo RECIPE` (`make sft`, `make dpo`, `make grpo`): preflight, the prepared data, then
+the accelerate launch of the recipe's entrypoint (`recipes/sft.py`; `recipes/dpo.py` or `recipes/grpo.py` for a
+`trainer: dpo` or `trainer: grpo` recipe).
 
 The accelerate YAML comes from the recipe's one `accelerate_config` key (or an `--accelerate_config` override),
 so recipe and topology are never typed twice. The launch line is printed (secrets masked) before it runs, so
@@ -21,7 +22,7 @@ from longctx.launch.accelerate_launch import accelerate_argv, announce, free_por
 from longctx.launch.cluster_env import cluster_machines, consume
 
 # subcommand -> the recipe its help shows; a recipe's `trainer` key names the subcommand that runs it
-EXAMPLE = {"sft": "tiny-2k", "dpo": "tiny-dpo-2k"}
+EXAMPLE = {"sft": "tiny-2k", "dpo": "tiny-dpo-2k", "grpo": "tiny-grpo"}
 
 
 def make_parser(subcommand: str = "sft") -> argparse.ArgumentParser:

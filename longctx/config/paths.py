@@ -20,7 +20,7 @@ ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 
 
 # The entrypoint each kind of recipe (its `trainer` key) runs under `accelerate launch`
-ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py"}
+ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py", "grpo": "recipes/grpo.py"}
 
 
 def resolve_recipe(name_or_path: str) -> Path:

@@ -44,18 +44,17 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
     split = {"holdout": recipe.eval_holdout, "role": role} if recipe.eval_holdout else {}
     template = resolve_chat_template(sft.chat_template_path)
     columns = column_mapping(recipe, sft)
-    # `trainer: dpo`: preference pairs (data_prep/preference_rows.py); an SFT recipe's settings stay what they were
-    pairs = (
-        {"objective": "dpo", "prefix_sharing": sft.prefix_sharing}
-        if getattr(recipe, "trainer", "sft") == "dpo"
-        else {}
-    )
+    # `trainer: dpo`: preference pairs (data_prep/preference_rows.py); `trainer: grpo`: prompt rows, not tokenized
+    # for training, at most `max_prompt_length` tokens (data_prep/prompts.py); an SFT recipe's settings stay the same
+    trainer = getattr(recipe, "trainer", "sft")
+    pairs = {"objective": "dpo", "prefix_sharing": sft.prefix_sharing} if trainer == "dpo" else {}
+    pairs = {"objective": "grpo"} if trainer == "grpo" else pairs
     return {
         **split,
         **pairs,
         **({"columns": columns} if columns else {}),  # without mapping keys, every existing manifest stays valid
         "tokenizer": _resolve(model.model_name_or_path),
-        "max_length": sft.max_length,
+        "max_length": sft.max_prompt_length if trainer == "grpo" else sft.max_length,
         "sp_size": topo.sp_size,
         "inputs": inputs,
         "hub": hub,

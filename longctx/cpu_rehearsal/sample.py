@@ -4,7 +4,8 @@
 two turns, so masks cover more than one answer); `text`: a `text` column as PG-19 has it, some documents longer
 than the rehearsal's max_length so the split policy runs; `prompt_completion`: `prompt` and `completion`;
 `preference` (a `trainer: dpo` recipe): conversational pairs as the DPO recipes stage LongReward-10k
-(data_prep/longreward.py: a user turn with the document and question, the better and the worse answer).
+(data_prep/longreward.py: a user turn with the document and question, the better and the worse answer); `prompts`
+(a `trainer: grpo` recipe): conversational passkey prompts and the key in `answer` (data_prep/passkey_prompts.py).
 Lengths vary from a few dozen tokens to beyond max_length, so packing, padding and the long-document
 policy all have work to do.
 """
@@ -45,6 +46,10 @@ def pair(rng: random.Random) -> dict:
 def row(fmt: str, rng: random.Random) -> dict:
     if fmt == "preference":
         return pair(rng)
+    if fmt == "prompts":
+        key = str(rng.randrange(10_000, 100_000))
+        user = haystack(rng, rng.randint(2, 10), key) + " What is the pass key? Answer with the number only."
+        return {"prompt": [{"role": "user", "content": user}], "answer": key}
     if fmt == "messages":
         return {"messages": conversation(rng)}
     if fmt == "prompt_completion":
@@ -55,7 +60,7 @@ def row(fmt: str, rng: random.Random) -> dict:
 
 def write_sample(folder: Path, fmt: str, seed: int) -> list[str]:
     """Write `train.jsonl` under `folder`; returns the rows' texts (the stand-in tokenizer's training corpus)."""
-    if fmt not in ("messages", "text", "prompt_completion", "preference"):
+    if fmt not in ("messages", "text", "prompt_completion", "preference", "prompts"):
         fmt = "text"  # `auto` reads the columns: text rows are what an unnamed format most often is
     rng = random.Random(seed)
     rows = [row(fmt, rng) for _ in range(ROWS)]

@@ -37,6 +37,7 @@ def plan_inputs(launch) -> PlanInputs:
     never exist); `use_liger_kernel` selects Liger's layer kernels, its fused cross-entropy being forced off.
     """
     from longctx.config.rules.isolation import is_packed
+    from longctx.preflight.rollout import plan_overrides, planned_length
 
     sft, recipe, topo = launch.sft, launch.recipe, launch.topo
     hidden = (
@@ -44,9 +45,9 @@ def plan_inputs(launch) -> PlanInputs:
     )
     attn = launch.model.attn_implementation or "sdpa"
     stock_mask = attn == "sdpa" and is_packed(recipe, sft) and getattr(recipe, "allow_cross_document_attention", False)
-    return PlanInputs(
+    inputs = PlanInputs(
         **deepspeed_inputs(launch, hidden),
-        seq_len=int(sft.max_length or 0),
+        seq_len=int(planned_length(launch) or 0),  # a GRPO recipe: one micro-step's group row (preflight/rollout.py)
         sp=topo.sp_size,
         num_gpus=topo.world_size,
         head="trl",
@@ -67,6 +68,7 @@ def plan_inputs(launch) -> PlanInputs:
         reference=getattr(sft, "reference_log_probs", "none"),  # DPO recipes: where the reference comes from
         accumulation=int(sft.gradient_accumulation_steps or 1),
     )
+    return inputs.but(**plan_overrides(launch))  # GRPO: one row a micro-step, the KL term's frozen copy
 
 
 def deepspeed_inputs(launch, hidden: int | None) -> dict:

@@ -8,9 +8,14 @@ from longctx.memory_plan.estimate import estimate, max_seq_len, shown
 from longctx.memory_plan.gpus import torch_gib
 from longctx.preflight.facts import position_range
 from longctx.preflight.options import gpu_gib, plan_inputs
+from longctx.preflight.rollout import is_grpo, planned_length, rollout_lines
 from longctx.preflight.time_plan import own_and_ranked, time_dict, time_lines
 
 DEFAULT_GB = 80.0
+GRPO_NOT_TIMED = (
+    "step time: not predicted for GRPO (a step is generation then training; the step-time model has no generation "
+    "term, and its training share alone would understate the step)"
+)
 SHOW_GROUPS = 4
 
 
@@ -24,8 +29,10 @@ def mesh_lines(launch) -> list[str]:
     groups = sp_groups(topo.world_size, topo.sp_size)
     shown = "; ".join(f"sp group {i}: ranks {g}" for i, g in enumerate(groups[:SHOW_GROUPS]))
     more = f"; ... ({len(groups)} groups)" if len(groups) > SHOW_GROUPS else ""
-    max_length = sft.max_length or 0
-    step_tokens = max_length * sft.per_device_train_batch_size * sft.gradient_accumulation_steps * len(groups)
+    max_length = planned_length(launch) or 0  # GRPO: a micro-step's row (preflight/rollout.py)
+    micro = 1 if is_grpo(launch) else sft.per_device_train_batch_size
+    what = "a training row" if is_grpo(launch) else "max_length"
+    step_tokens = max_length * micro * sft.gradient_accumulation_steps * len(groups)
     return [
         (
             f"mesh: {topo.num_machines} machine(s) x {topo.processes_per_machine} processes = "
@@ -33,10 +40,10 @@ def mesh_lines(launch) -> list[str]:
             f"x sp {topo.sp_size}"
         ),
         f"ranks sharing one sequence: {shown}{more}",
-        f"tokens per rank: {max_length // topo.sp_size} of max_length {max_length}",
+        f"tokens per rank: {max_length // topo.sp_size} of {what} {max_length}",
         (
             f"global batch per optimizer step: up to {step_tokens:,} tokens ({len(groups)} sequence(s) in "
-            f"parallel x micro batch {sft.per_device_train_batch_size} x accumulation "
+            f"parallel x micro batch {micro} x accumulation "
             f"{sft.gradient_accumulation_steps})"
         ),
     ]
@@ -111,13 +118,14 @@ def cannot_run(launch) -> str | None:
 def plan_dict(launch) -> dict | None:
     """The memory plan as data (for --json), or None without a model config or max_length, or for a launch
     whose ZeRO configuration is refused (the plan covers only what can run)."""
-    if launch.facts is None or launch.topo is None or not launch.sft.max_length or cannot_run(launch):
+    if launch.facts is None or launch.topo is None or not planned_length(launch) or cannot_run(launch):
         return None
     inputs = plan_inputs(launch)
     plan = estimate(launch.facts.config, inputs)
     gib = gpu_gib(launch) or torch_gib(DEFAULT_GB)
     fit = max_seq_len(launch.facts.config, gib, inputs)
-    timed = None if launch.sft.use_cpu else own_and_ranked(launch, gib)
+    # GRPO: a step is generation plus training; the step-time model has no generation term, so it predicts nothing
+    timed = None if launch.sft.use_cpu or is_grpo(launch) else own_and_ranked(launch, gib)
     return {
         "step_time": time_dict(*timed) if timed else None,
         "timed": timed,
@@ -199,12 +207,16 @@ def plan_lines(launch) -> list[str]:
     ]
     if launch.sft.use_cpu:
         lines += [f"  {'total':<16} {data['total_gib']:8.2f}"] + host_lines(data) + reference_line(launch)
+        lines += rollout_lines(launch, None)
         return lines + ["CPU recipe: these figures are host RAM per process; there is no GPU to fit"]
     lines += [f"  {'total':<16} {data['total_gib']:8.2f}   of {data['gpu_gib']:.1f} GiB per GPU{gpu_source(launch)}"]
-    lines += host_lines(data) + disk_lines(launch) + reference_line(launch)
+    lines += host_lines(data) + disk_lines(launch) + reference_line(launch) + rollout_lines(launch, data["gpu_gib"])
     assumed = f" (the assumed {DEFAULT_GB:.0f} GB GPU)" if data["gpu_memory_assumed"] else ""
-    lines.append(f"largest max_length that fits this topology and GPU: {data['max_length_that_fits']:,}{assumed}")
+    fitted = "training row (prompts + completions)" if is_grpo(launch) else "max_length"
+    lines.append(f"largest {fitted} that fits this topology and GPU: {data['max_length_that_fits']:,}{assumed}")
     reach = position_range(launch.facts)
     if reach and data["max_length_that_fits"] > reach:
         lines.append(f"  (the model's positions, with the recipe's rope settings, reach {reach:,})")
+    if data["timed"] is None:  # GRPO (plan_dict)
+        return lines + [GRPO_NOT_TIMED]
     return lines + time_lines(*data["timed"])

@@ -1,4 +1,5 @@
-"""Llama 3.x (and the repository's tiny Llama): dense, full attention on every layer."""
+"""Llama 3.x (and the repository's tiny Llama, and SmolLM2-135M of the tiny GRPO recipe): dense, full attention on
+every layer."""
 
 from longctx.config.families.common import FULL_ATTENTION
 from longctx.config.families.schema import Family, StandInTokens
@@ -11,6 +12,9 @@ LLAMA = Family(
     recipes=(
         ("tiny-2k", "tiny-llama/sft-2k-cpu-sp2"),
         ("tiny-dpo-2k", "tiny-llama/dpo-2k-cpu-sp2"),
+        ("tiny-grpo", "smollm2-135m/grpo-passkey-cpu-sp3"),
+        ("llama8b-grpo-64k", "llama3.1-8b/grpo-64k-sp4"),
+        ("llama8b-grpo-128k", "llama3.1-8b/grpo-128k-sp8"),
         ("llama8b-dpo-64k", "llama3.1-8b/dpo-64k-sp4"),
         ("llama8b-dpo-lora-64k", "llama3.1-8b/dpo-lora-64k-sp4"),
         ("llama8b-dpo-128k", "llama3.1-8b/dpo-128k-sp8"),

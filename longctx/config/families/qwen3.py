@@ -19,6 +19,8 @@ QWEN3 = Family(
     recipes=(
         ("qwen8b-128k", "qwen3-8b/sft-128k-sp4"),
         ("qwen8b-dpo-128k", "qwen3-8b/dpo-128k-sp8"),
+        ("qwen8b-grpo-64k", "qwen3-8b/grpo-64k-sp4"),
+        ("qwen8b-grpo-128k", "qwen3-8b/grpo-128k-sp8"),
         ("qwen32b-256k", "qwen3-32b/sft-256k-2x8-sp8-dp2"),
     ),
     training_template=QWEN3_TEMPLATE,

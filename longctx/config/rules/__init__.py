@@ -10,6 +10,7 @@ from longctx.config.rules.attention_patterns import attention_pattern_problems
 from longctx.config.rules.chat_template import chat_template_problems
 from longctx.config.rules.data_keys import data_key_problems
 from longctx.config.rules.evaluation import evaluation_problems
+from longctx.config.rules.grpo import grpo_problems
 from longctx.config.rules.isolation import packed_isolation_problems
 from longctx.config.rules.preference import preference_problems
 from longctx.config.rules.prepared_data import prepared_data_problems, row_balance_problems
@@ -32,6 +33,7 @@ RULES = (
     chat_template_problems,
     zero_problems,
     preference_problems,
+    grpo_problems,
 )
 
 

@@ -42,8 +42,9 @@ def isolation_guarantee(
 
 
 def is_packed(recipe, sft) -> bool:
-    """Whether the recipe trains on packed rows (several documents per sequence; a preference row always is)."""
-    if getattr(recipe, "prepare_data", "off") == "packed" or getattr(recipe, "trainer", "sft") == "dpo":
+    """Whether the recipe trains on packed rows (several documents per sequence; a preference row and a GRPO group
+    row always are)."""
+    if getattr(recipe, "prepare_data", "off") == "packed" or getattr(recipe, "trainer", "sft") in ("dpo", "grpo"):
         return True
     return bool(getattr(sft, "packing", False) or getattr(sft, "padding_free", False))
 

@@ -28,6 +28,8 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Proble
     if bad_holdout:
         msg = f"{recipe.eval_holdout} must be a fraction in (0, 1) or a whole number of documents"
         problems.append(error(source, "eval_holdout", msg, "use e.g. 0.05 or 200 (0 holds nothing out)"))
+    if getattr(recipe, "trainer", "sft") == "grpo":  # prompt rows, untokenized: no layout (rules/grpo.py)
+        return problems
     if getattr(sft, "packing", False) or getattr(sft, "padding_free", False):  # GRPOConfig has neither
         msg = "are TRL's packing; with `prepare_data` data_prep packs"
         problems.append(error(source, "packing", msg, "set `packing: false` and `padding_free: false`"))

@@ -90,5 +90,7 @@ def trl_packing_problems(sft, topo, source: str) -> list[Problem]:
 
 def sequence_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     where = display_path(Path(topo.path))
-    problems = attention_problems(sft, model, topo, source, where) + length_problems(sft, topo, source)
+    problems = attention_problems(sft, model, topo, source, where)
+    if getattr(recipe, "trainer", "sft") != "grpo":  # a GRPO row's length is the trainer's (prompt + G completions)
+        problems += length_problems(sft, topo, source)
     return problems + fixed_length_problems(sft, topo, where) + trl_packing_problems(sft, topo, source)

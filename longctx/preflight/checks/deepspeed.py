@@ -54,7 +54,9 @@ def batch_problems(launch, ds: dict) -> list[Problem]:
         if not is_auto(ds.get(ds_key)) and ds.get(ds_key) != value:
             msg = f"is {ds.get(ds_key)} but the recipe's {recipe_key} is {value}"
             problems.append(error(where, ds_key, msg, f'set it to "auto" (or {value})'))
-    if is_packed(launch.recipe, launch.sft) and sft.per_device_train_batch_size != 1:
+    # GRPO: per_device_train_batch_size counts completions (TRL's meaning); the trainer lays out its group rows
+    grpo = getattr(launch.recipe, "trainer", "sft") == "grpo"
+    if is_packed(launch.recipe, launch.sft) and sft.per_device_train_batch_size != 1 and not grpo:
         msg = f"is {sft.per_device_train_batch_size} with packed data; packed rows are one sequence each"
         problems.append(error(launch.source, "per_device_train_batch_size", msg, "set it to 1"))
     return problems

@@ -14,24 +14,29 @@ from longctx.config.problems import Problem, error, warning
 from longctx.memory_plan.calibration import refuse_factor
 from longctx.memory_plan.estimate import estimate, max_seq_len
 from longctx.preflight.options import gpu_gib, plan_inputs, zero_refused
+from longctx.preflight.rollout import planned_length, rollout_problems
 
 TIGHT = 0.90  # above this share of the GPU, allocator spikes can still OOM
 
 
 def check(launch) -> list[Problem]:
     gib = gpu_gib(launch)
-    if launch.facts is None or launch.topo is None or gib is None or launch.sft.use_cpu or not launch.sft.max_length:
+    length = planned_length(launch) if launch.sft is not None and launch.topo is not None else None
+    if launch.facts is None or launch.topo is None or gib is None or launch.sft.use_cpu or not length:
         return []
     if zero_refused(launch):
         return []  # a ZeRO configuration that cannot run is refused (longctx/config/rules/zero.py), not planned
     inputs = plan_inputs(launch)
     plan = estimate(launch.facts.config, inputs)
+    generating = rollout_problems(launch, plan.total_gib, gib)  # GRPO: generation's memory beside training's
     if plan.total_gib <= TIGHT * gib:
-        return []
+        return generating
     biggest = max(plan.rows(), key=lambda row: row[1])
     detail = f"needs about {plan.total_gib:.1f} GiB per GPU of {gib:.1f} (largest: {biggest[0]} {biggest[1]:.1f} GiB)"
     if plan.total_gib <= gib:
-        return [warning(launch.source, "max_length", f"is tight: {detail}", "expect OOM spikes; see `make plan`")]
+        return [
+            warning(launch.source, "max_length", f"is tight: {detail}", "expect OOM spikes; see `make plan`")
+        ] + generating
     fit = max_seq_len(launch.facts.config, gib, inputs)
     if plan.total_gib <= refuse_factor() * gib:
         over = f"may not fit: {detail}; published runs have fit at up to {refuse_factor():.2f}x this plan"

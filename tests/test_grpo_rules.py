@@ -1,0 +1,79 @@
+"""The rules of a `trainer: grpo` recipe (longctx/config/rules/grpo.py): each refuses, before launch and by name, one
+recipe the long-context GRPO trainer cannot run as written; the tiny recipe passes them all."""
+
+import pytest
+
+from longctx.config.recipe import RecipeError, parse_recipe
+
+TINY = "recipes/smollm2-135m/grpo-passkey-cpu-sp3.yaml"
+
+
+def problems(*overrides: str, recipe: str = TINY) -> str:
+    try:
+        parse_recipe(["--config", recipe, *overrides])
+    except RecipeError as exc:
+        return str(exc)
+    return ""
+
+
+def test_the_tiny_recipe_passes():
+    assert problems() == ""
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (("--loss_type", "ppo"), "`loss_type`"),
+        (("--sync_ref_model", "true"), "`sync_ref_model`"),  # an option the trainer lists as not computed
+        (("--entropy_coef", "0.01"), "`entropy_coef`"),  # refused under sp > 1 only (sp=3 here)
+        (("--allow_cross_document_attention", "true"), "`allow_cross_document_attention`"),
+        (("--prepare_data", "packed"), "`prepare_data`"),
+        (("--prepare_data", "off"), "`prepare_data`"),
+        (("--long_document_policy", "truncate"), "`long_document_policy`"),
+        (("--dataset_format", "text"), "`dataset_format`"),
+        (("--max_prompt_length", "0"), "`max_prompt_length`"),
+        (("--reward_funcs", "no_such_module:reward"), "`reward_funcs`"),
+        (("--reward_funcs", "OpenAssistant/reward-model-deberta-v3-large-v2"), "reward model"),
+        (("--use_vllm", "true"), "`use_vllm`"),  # vLLM on a CPU recipe
+        (("--use_vllm", "true", "--vllm_max_model_length", "200"), "`vllm_max_model_length`"),
+        (("--use_vllm", "true", "--vllm_mode", "remote"), "`vllm_mode`"),
+    ],
+)
+def test_each_rule_names_its_key(overrides, key):
+    assert key in problems(*overrides)
+
+
+def test_missing_rewards_are_refused_with_an_example():
+    found = problems("--reward_funcs", "")
+    assert "`reward_funcs`: is not set" in found and "passkey_exact_match" in found
+
+
+def test_colocated_vllm_with_config_overrides_is_refused():
+    """TRL 1.16 builds the colocated engine from the model's own config.json: a longer rope in the recipe's
+    overrides would not reach it."""
+    found = problems("--use_vllm", "true", "--model_config_overrides", '{"max_position_embeddings": 16384}')
+    assert "`model_config_overrides`" in found and "LLM(model=model.name_or_path)" in found
+    served = problems("--use_vllm", "true", "--vllm_mode", "server", "--model_config_overrides", '{"a": 1}')
+    assert "`model_config_overrides`" not in served  # the server is started by the user, with its own config
+
+
+def test_the_rules_only_speak_for_grpo_recipes():
+    assert problems(recipe="recipes/tiny-llama/dpo-2k-cpu-sp2.yaml") == ""
+
+
+@pytest.mark.parametrize("subcommand", ["sft", "dpo"])
+def test_the_other_targets_refuse_a_grpo_recipe_naming_make_grpo(subcommand, capsys):
+    from longctx.commands.sft import main as launch_main
+
+    with pytest.raises(SystemExit):
+        launch_main([TINY, "--dry-run"], subcommand=subcommand)
+    assert "run it with `make grpo`" in capsys.readouterr().err
+
+
+def test_make_grpo_launches_the_grpo_entrypoint_on_its_mesh(capsys):
+    from longctx.cli import main
+
+    assert main(["grpo", "tiny-grpo", "--dry-run"]) == 0
+    line = capsys.readouterr().out
+    assert "--config_file accelerate_configs/cpu-sp3.yaml" in line and "recipes/grpo.py --config" in line
+    assert "smollm2-135m/grpo-passkey-cpu-sp3.yaml" in line
