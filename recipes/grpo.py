@@ -14,14 +14,14 @@ across the SP group, and per-token log-probs exact across it.
 import sys
 import warnings
 
-from longctx.training.data.prompts import prompt_datasets
-from longctx.training.rl.rewards import load_reward_functions
 from transformers import AutoTokenizer
 from trl import get_peft_config
 
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe
+from longctx.training.data.prompts import prompt_datasets
 from longctx.training.model_build import build_model, load_recipe_model
 from longctx.training.process_patches import install_process_patches
+from longctx.training.rl.rewards import load_reward_functions
 from longctx.training.rl.trainer import LongContextGRPOTrainer
 from longctx.training.run_lifecycle import begin_run, finish_run
 from longctx.training.sequence_parallel.mesh import report_mesh

@@ -105,6 +105,8 @@ def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, c
     args += ["--model_init", "pretrained"]
     args += ["--dataset_name", str(data), "--output_dir", str(out), "--per_device_train_batch_size", str(G // sp)]
     args += ["--loss_type", loss_type, "--prefix_sharing", str(shared), *extra]
+    args += ["--prepared_data_dir", str(out / "prepared")]
+    prepare_prompts(args)
     env = {"GRPO_REPLAY_DUMP": str(out / "dump"), "GRPO_CONTROL": control}
     proc = accelerate_launch(accel, "tests/helpers/grpo_replay.py", args, env=env, timeout=900)
     assert_ok(proc)
@@ -114,6 +116,16 @@ def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, c
     state = json.loads((out / "trainer_state.json").read_text())
     evaluations = [row for row in state["log_history"] if "eval_loss" in row]
     return Run(log_history(out), load_file(weights), generations, evaluations)
+
+
+def prepare_prompts(argv: list[str]) -> None:
+    """`make data` of the run's recipe, in this process: the prompt rows checked and held out as the recipe says
+    (data_prep/prompts.py), behind the manifest the ranks read (longctx/training/data/prompts.py)."""
+    from data_prep.recipe_data import prepare_for_recipe
+    from longctx.config.recipe import parse_recipe, recipe_topology
+
+    recipe, config, model = parse_recipe(argv)
+    prepare_for_recipe(recipe, config, model, recipe_topology(recipe), RECIPE)
 
 
 runs = run_cache("grpo_parity", write_inputs, one_run)

@@ -77,3 +77,13 @@ def test_make_grpo_launches_the_grpo_entrypoint_on_its_mesh(capsys):
     line = capsys.readouterr().out
     assert "--config_file accelerate_configs/cpu-sp3.yaml" in line and "recipes/grpo.py --config" in line
     assert "smollm2-135m/grpo-passkey-cpu-sp3.yaml" in line
+
+
+@pytest.mark.parametrize("trainer, recipe", [("grpo", TINY), ("dpo", "recipes/tiny-llama/dpo-2k-cpu-sp2.yaml")])
+def test_rows_balanced_by_work_are_sft_only(trainer, recipe):
+    """`balance_rows: work` reorders tokenized SFT rows by modeled work; a DPO or GRPO recipe asking for it (or for a
+    `balance_window`, which moves nothing when `auto` is off for them) is refused by name; SFT accepts both."""
+    assert "`balance_rows`: is `work`" in problems("--balance_rows", "work", recipe=recipe)
+    assert "`balance_window`" in problems("--balance_window", "4", recipe=recipe)
+    sft = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
+    assert problems("--balance_rows", "work", "--balance_window", "4", recipe=sft) == ""

@@ -49,19 +49,22 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Proble
 
 
 def row_balance_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
-    """`balance_rows: work` where it cannot run: a streamed dataset (no rows to order) or the DPO trainer (not
-    proven with it: its pairs keep the sampler's order)."""
-    window = getattr(recipe, "balance_window", 1)
+    """`balance_rows: work` where it cannot run: a streamed dataset (no rows to order), or a trainer other than SFT
+    (DPO: not proven with it, its pairs keep the sampler's order; GRPO: its rows are prompts, sampled in groups)."""
+    window, setting = getattr(recipe, "balance_window", 1), getattr(recipe, "balance_rows", "auto")
+    trainer = getattr(recipe, "trainer", "sft")
     if window < 1:
         return [error(source, "balance_window", f"is {window}; it counts optimizer steps", "use 1 or more")]
-    if window > 1 and getattr(recipe, "balance_rows", "auto") == "off":
-        msg = f"is {window}, but `balance_rows` is off, so no row moves"
-        return [error(source, "balance_window", msg, "set `balance_rows: work`, or drop `balance_window`")]
-    if getattr(recipe, "balance_rows", "auto") != "work":
+    if window > 1 and (setting == "off" or (setting == "auto" and trainer != "sft")):
+        msg = f"is {window}, but `balance_rows` is off" + (
+            f" (`auto` for `trainer: {trainer}`)" if setting == "auto" else ""
+        )
+        return [error(source, "balance_window", msg + ", so no row moves", "drop `balance_window`")]
+    if setting != "work":
         return []
-    if getattr(recipe, "trainer", "sft") == "dpo":
-        msg = "is `work`, which the DPO trainer does not run (proven for `trainer: sft` only)"
-        return [error(source, "balance_rows", msg, "remove it (`auto` is `off` for DPO)")]
+    if trainer != "sft":
+        msg = f"is `work`, which the {trainer.upper()} trainer does not run (proven for `trainer: sft` only)"
+        return [error(source, "balance_rows", msg, f"remove it (`auto` is `off` for {trainer.upper()})")]
     if recipe.dataset_streaming:
         msg = "is `work`, but a streamed dataset has no rows to order ahead"
         return [error(source, "balance_rows", msg, "drop `dataset_streaming`, or set `balance_rows: off`")]

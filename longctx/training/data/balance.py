@@ -158,10 +158,10 @@ class WorkBalancedSampler(torch.utils.data.Sampler):
 
 
 def resolved(recipe) -> str:
-    """The recipe's `balance_rows`: `auto` is `work` for SFT, `off` for DPO (longctx/config/recipe.py)."""
+    """The recipe's `balance_rows`: `auto` is `work` for SFT, `off` for DPO and GRPO (longctx/config/recipe.py)."""
     setting = getattr(recipe, "balance_rows", "auto")
     if setting == "auto":
-        return "off" if getattr(recipe, "trainer", "sft") == "dpo" else "work"
+        return "work" if getattr(recipe, "trainer", "sft") == "sft" else "off"
     return setting
 
 
