@@ -13,7 +13,8 @@ EVAL_METHODS = ("get_eval_dataloader", "compute_loss", "evaluation_loop")
 SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("longctx.training.sequence_parallel.eval_loss:")] + [
     o
     for o in OVERRIDES
-    if o.overridden_by.startswith("longctx.training.trainer:") and o.overridden_by.rsplit(".", 1)[-1] in EVAL_METHODS
+    if o.overridden_by.startswith(("longctx.training.trainer:", "longctx.training.trainer_base:"))
+    and o.overridden_by.rsplit(".", 1)[-1] in EVAL_METHODS
 ]
 PREPARE_DEEPSPEED = "accelerate.accelerator.Accelerator._prepare_deepspeed"
 

@@ -6,8 +6,8 @@ autograd function. Every one is listed, with the fingerprint of the code it repl
 longctx/training/patches/registry.py. One is not a replacement but process state accelerate gives GPU runs only:
 `deepspeed.comm` on the existing gloo group (longctx/training/sequence_parallel/cpu_comm.py). What acts on one trainer
 is a
-method override of `LongContextSFTTrainer` (longctx/training/trainer.py); what acts on one model instance is in
-its `install_model_fixes`.
+method override of the trainers' shared base (longctx/training/trainer_base.py) or of one trainer; what acts on one
+model instance is in the base's `install_model_fixes`.
 
 Add a process-wide fix here as one line with its reason, in the order it must run.
 """
@@ -57,7 +57,7 @@ def install_process_patches(recipe, model_args, model, sp_size: int) -> str:
     # the Trainer's module-level resume skip crashes on DeepSpeed's SP dataloader adapter
     install_sp_aware_skip()
     # accelerate refuses every recurrent layer under Ulysses: pass a model whose every one the trainer converted
-    # (LongContextSFTTrainer.install_model_fixes), still refuse any other
+    # (LongContextTrainerBase.install_model_fixes), still refuse any other
     lift_accelerate_refusal()
     # ZeRO-3 partial optimizer offload: its GPU share follows the LR schedule and is saved in checkpoints
     install_partial_offload_fixes()

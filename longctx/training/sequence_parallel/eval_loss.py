@@ -100,14 +100,16 @@ class TokenLoss:
         return ((t[0] / t[1]).item() if t[1] > 0 else float("nan")), int(t[1].item()) // sp_size
 
 
-def sp_eval_dataloader(trainer, eval_dataset=None):
-    """This rank's share of the eval rows (`RankShare`), under SP through DeepSpeed's adapter like training rows."""
+def sp_eval_dataloader(trainer, eval_dataset=None, share=None, collate=None):
+    """This rank's share of the eval rows (`share`: `RankShare` or a subclass that says what its padding rows
+    hold), collated by `collate` (the trainer's collator by default), under SP through DeepSpeed's adapter like
+    training rows."""
     acc = trainer.accelerator
     dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
     if isinstance(dataset, str):  # one of several named eval sets, as upstream names them
         dataset = trainer.eval_dataset[dataset]
-    share = RankShare(dataset, acc.process_index, acc.num_processes, trainer.args.eval_batch_size)
-    loader = DataLoader(share, batch_size=trainer.args.eval_batch_size, collate_fn=trainer.data_collator)
+    rows = (share or RankShare)(dataset, acc.process_index, acc.num_processes, trainer.args.eval_batch_size)
+    loader = DataLoader(rows, batch_size=trainer.args.eval_batch_size, collate_fn=collate or trainer.data_collator)
     return acc.deepspeed_ulysses_dl_adapter(loader, trainer.model) if sp_enabled(acc) else loader
 
 
