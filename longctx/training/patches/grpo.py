@@ -54,21 +54,6 @@ GRPO_PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
-    Patch(
-        target=REGISTER[0],
-        installed_by="longctx.training.rl.ulysses:rows_per_forward",
-        why="around the GRPO trainer's engine preparation only, accelerate's call registers Ulysses for one row per "
-        "forward (`micro_batch_size=1`): its all-to-all reshapes by that batch size, and a GRPO micro-step is one "
-        "group row whatever `per_device_train_batch_size` (completions) is; wraps whatever registration is in place "
-        "(keep_sp_in_eval's) and restores it",
-        written_against="deepspeed==0.19.8, accelerate==1.15.0",
-        source_sha256=REGISTER[1],
-        relies_on=(
-            PREPARE_DEEPSPEED,
-            (f"{ULYSSES}.__init__", "709035ee5cab073ecfa6e80029e24124990b97f44fb76ef0cdb17d51a4f260c7"),
-            ULYSSES_FORWARD,
-        ),
-    ),
 )
 
 GRPO_OVERRIDES: tuple[Override, ...] = (

@@ -31,8 +31,9 @@ from longctx.training.rl.log_probs import GroupScorer
 from longctx.training.rl.loss import bnpo_group_scale
 from longctx.training.rl.reference import prepare_reference
 from longctx.training.rl.support import refuse_unsupported
-from longctx.training.rl.ulysses import attention_before_sp, local_attention, rows_per_forward
+from longctx.training.rl.ulysses import attention_before_sp, local_attention
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
+from longctx.training.sequence_parallel.registration import rows_per_forward
 from longctx.training.trainer_base import LongContextTrainerBase
 
 
@@ -174,7 +175,7 @@ class LongContextGRPOTrainer(LongContextTrainerBase, GRPOTrainer):
         return 1
 
     def engine_registration(self):
-        """Ulysses registered for one group row per forward (ulysses.py): a GRPO micro-step is one group row."""
+        """Ulysses registered for one group row per forward (rl/ulysses.py): a GRPO micro-step is one group row."""
         return rows_per_forward(1)
 
     def loader_after_engine(self, loader):

@@ -35,25 +35,13 @@ from longctx.training.layers.router_aux import forward_with_exact_router_aux
 from longctx.training.sequence_parallel.group_sum import sp_group_sum
 from longctx.training.sequence_parallel.mesh import sp_enabled, sp_size
 
-_installed = {"done": False}
-
 
 def keep_sp_in_eval() -> None:
-    """Register Ulysses attention with `disable_in_eval=False`, whatever accelerate asks (idempotent)."""
-    if _installed["done"]:
-        return
-    from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+    """Register Ulysses attention with `disable_in_eval=False`, whatever accelerate asks (idempotent): a need of the
+    one replacement of DeepSpeed's registration (longctx/training/sequence_parallel/registration.py)."""
+    from longctx.training.sequence_parallel.registration import need
 
-    upstream = UlyssesSPAttentionHF.register_with_transformers.__func__
-
-    def register_with_transformers(cls, *args, **kwargs):
-        kwargs["disable_in_eval"] = False  # accelerate passes True; eval must shard like training
-        return upstream(cls, *args, **kwargs)
-
-    register_with_transformers.__wrapped__ = upstream  # accelerate inspects the signature for the keyword
-    # registered in longctx/training/patches/registry.py
-    UlyssesSPAttentionHF.register_with_transformers = classmethod(register_with_transformers)
-    _installed["done"] = True
+    need("keep_in_eval")
 
 
 class RankShare(Dataset):

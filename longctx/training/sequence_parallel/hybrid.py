@@ -24,7 +24,7 @@ from longctx.training.attention.document_layout import LAYOUT_KWARG, layout_for
 from longctx.training.attention.isolation import _state as isolation
 from longctx.training.sequence_parallel.ring import RingGroup, ring_attention
 
-_config = {"ring_size": 1, "balance": "auto", "isolate": True, "upstream": None}
+_config = {"ring_size": 1, "balance": "auto", "isolate": True}
 
 
 class HybridAttentionError(ValueError):
@@ -120,6 +120,7 @@ def make_wrapper(uattn: HybridSPAttention):
 
 
 def register_hybrid(
+    upstream,
     cls,
     model_name_or_path,
     core_attn_implementation,
@@ -132,10 +133,10 @@ def register_hybrid(
 ):
     """`UlyssesSPAttentionHF.register_with_transformers` with a ring: the hybrid module in the attention registry.
 
-    Same signature (accelerate inspects it for `disable_in_eval`); without a ring, upstream's own."""
+    Called by the one replacement of DeepSpeed's registration (registration.py); without a ring, `upstream`."""
     ring_size = _config["ring_size"]
     if sequence_parallel_size == 1 or ring_size == 1:
-        return _config["upstream"](
+        return upstream(
             cls, model_name_or_path, core_attn_implementation, sequence_parallel_size, micro_batch_size,
             seq_length, seq_length_is_variable, disable_in_eval, max_length,
         )  # fmt: skip
@@ -183,7 +184,7 @@ def install_hybrid_sp(recipe, model_args=None, model=None) -> str:
     """Route accelerate's Ulysses registration through `register_hybrid` when the recipe's topology has a ring;
     refuse, before training, a model with attention the ring does not compute (longctx/config/rules/ring.py).
 
-    Call before `keep_sp_in_eval` (which wraps whatever registration is installed). Returns the line to print."""
+    Returns the line to print."""
     from longctx.config.recipe import RecipeError, recipe_topology
     from longctx.config.rules.ring import RING_KEY, attention_features
 
@@ -207,10 +208,7 @@ def install_hybrid_sp(recipe, model_args=None, model=None) -> str:
 def use_ring(ring_size: int, isolate: bool = True) -> None:
     """Make DeepSpeed's registration build the hybrid with a ring of `ring_size` (the entrypoint through
     `install_hybrid_sp`, the leak probe directly); idempotent."""
+    from longctx.training.sequence_parallel.registration import need
+
     _config.update(ring_size=ring_size, isolate=isolate)
-    if _config["upstream"] is None:
-        upstream = UlyssesSPAttentionHF.register_with_transformers.__func__
-        _config["upstream"] = upstream
-        register_hybrid.__wrapped__ = upstream
-        # registered in longctx/training/patches/registry.py
-        UlyssesSPAttentionHF.register_with_transformers = classmethod(register_hybrid)
+    need("ring", register_hybrid if ring_size > 1 else None)
