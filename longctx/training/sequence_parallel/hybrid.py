@@ -119,51 +119,39 @@ def make_wrapper(uattn: HybridSPAttention):
     return uattn_wrapper
 
 
-def register_hybrid(
-    upstream,
-    cls,
-    model_name_or_path,
-    core_attn_implementation,
-    sequence_parallel_size,
-    micro_batch_size,
-    seq_length=None,
-    seq_length_is_variable=True,
-    disable_in_eval=False,
-    max_length=None,
-):
+def register_hybrid(upstream, cls, call):
     """`UlyssesSPAttentionHF.register_with_transformers` with a ring: the hybrid module in the attention registry.
 
-    Called by the one replacement of DeepSpeed's registration (registration.py); without a ring, `upstream`."""
-    ring_size = _config["ring_size"]
+    Called by the one replacement of DeepSpeed's registration with its `UlyssesCall` (registration.py); without a
+    ring, `upstream`'s own."""
+    ring_size, sequence_parallel_size = _config["ring_size"], call.sequence_parallel_size
     if sequence_parallel_size == 1 or ring_size == 1:
-        return upstream(
-            cls, model_name_or_path, core_attn_implementation, sequence_parallel_size, micro_batch_size,
-            seq_length, seq_length_is_variable, disable_in_eval, max_length,
-        )  # fmt: skip
+        return upstream(cls, *call)
     import deepspeed.runtime.sequence_parallel.parallel_state_sp as mpu
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     mpu.initialize_sequence_parallel(sequence_parallel_size=sequence_parallel_size)
     ulysses = sequence_parallel_size // ring_size
     ulysses_group, ring_group = build_groups(sequence_parallel_size, ulysses)
-    text = model_name_or_path.config.get_text_config()
+    text = call.model_name_or_path.config.get_text_config()
+    variable, seq_length = call.seq_length_is_variable, call.seq_length
     uattn = HybridSPAttention(
         ring=RingGroup(ring_group, balance=_config["balance"]),
         sequence_group=mpu.get_sequence_parallel_group(),
         isolate=_config["isolate"],
-        batch_size=micro_batch_size,
+        batch_size=call.micro_batch_size,
         attn_head_count=text.num_attention_heads,
         attn_head_size=getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads,
         kv_head_count=text.num_key_value_heads,
         num_hidden_layers=text.num_hidden_layers,
         process_group=ulysses_group,
-        seq_length_is_variable=seq_length_is_variable,
-        local_seq_length=None if seq_length_is_variable else seq_length // sequence_parallel_size,
-        global_seq_length=None if seq_length_is_variable else seq_length // ring_size,
-        disable_in_eval=disable_in_eval,
+        seq_length_is_variable=variable,
+        local_seq_length=None if variable else seq_length // sequence_parallel_size,
+        global_seq_length=None if variable else seq_length // ring_size,
+        disable_in_eval=call.disable_in_eval,
     )
-    uattn.core_attn_implementation = core_attn_implementation
-    ALL_ATTENTION_FUNCTIONS[core_attn_implementation] = make_wrapper(uattn)
+    uattn.core_attn_implementation = call.core_attn_implementation
+    ALL_ATTENTION_FUNCTIONS[call.core_attn_implementation] = make_wrapper(uattn)
     return mpu
 
 

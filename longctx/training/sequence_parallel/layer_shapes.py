@@ -88,22 +88,23 @@ def fit_ulysses_to_layer_shapes() -> None:
     need("layer_shapes", register_fitted)
 
 
-def register_fitted(upstream, cls, model, core_attn_implementation, *args):
-    """DeepSpeed's registration (`upstream`) for a model with per-layer head shapes: upstream reads the global values
-    for the one call, then the instance it registered is fitted per call and every layer checked against sp."""
-    config = getattr(model, "config", None)
+def register_fitted(upstream, cls, call):
+    """DeepSpeed's registration (`upstream`, with registration.py's `UlyssesCall`) for a model with per-layer head
+    shapes: upstream reads the global values for the one call, then the instance it registered is fitted per call
+    and every layer checked against sp."""
+    config = getattr(call.model_name_or_path, "config", None)
     text = config.get_text_config() if config is not None else None
     if text is None or not has_per_layer_heads(text):
-        return upstream(cls, model, core_attn_implementation, *args)
+        return upstream(cls, *call)
     allowed = text.allow_global_per_layer_attribute_access
     text.allow_global_per_layer_attribute_access = True  # upstream reads one head_dim; fitted per call below
     try:
-        mpu = upstream(cls, model, core_attn_implementation, *args)
+        mpu = upstream(cls, *call)
     finally:
         text.allow_global_per_layer_attribute_access = allowed
     if mpu is None:  # sp == 1: nothing registered
         return mpu
-    uattn = registered_instance(core_attn_implementation)
+    uattn = registered_instance(call.core_attn_implementation)
     uattn.__class__ = per_layer_class(UlyssesSPAttentionHF)  # registered in longctx/training/patches/registry.py
     for index, (heads, kv_heads, _) in enumerate(layer_heads(text)):
         check_split(heads, kv_heads, uattn.world_size, f"layer {index} ({text.layer_types[index]})")

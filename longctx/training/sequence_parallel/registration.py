@@ -18,6 +18,7 @@ module, which they import to switch themselves on, imports neither.
 """
 
 import contextlib
+from typing import NamedTuple
 
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
@@ -25,6 +26,19 @@ from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 # with DeepSpeed's own first), so this module imports neither
 _needs = {"rows": None, "keep_in_eval": False, "ring": None, "layer_shapes": None}
 _upstream = {"function": None}  # DeepSpeed's own function, once replaced
+
+
+class UlyssesCall(NamedTuple):
+    """One registration call's arguments, in DeepSpeed's order: `upstream(cls, *call)` makes the call."""
+
+    model_name_or_path: object  # accelerate passes the model
+    core_attn_implementation: str
+    sequence_parallel_size: int
+    micro_batch_size: int
+    seq_length: int | None
+    seq_length_is_variable: bool
+    disable_in_eval: bool
+    max_length: int | None
 
 
 def register_sp_attention(
@@ -40,17 +54,19 @@ def register_sp_attention(
 ):
     """DeepSpeed's signature (accelerate inspects it for `disable_in_eval`), with the needs switched on applied."""
     upstream = _upstream["function"]
+    call = UlyssesCall(
+        model_name_or_path, core_attn_implementation, sequence_parallel_size, micro_batch_size,
+        seq_length, seq_length_is_variable, disable_in_eval, max_length,
+    )  # fmt: skip
     if _needs["rows"] is not None:
-        micro_batch_size = _needs["rows"]
+        call = call._replace(micro_batch_size=_needs["rows"])
     if _needs["keep_in_eval"]:
-        disable_in_eval = False  # accelerate passes True; eval must shard like training
-    args = (core_attn_implementation, sequence_parallel_size, micro_batch_size, seq_length, seq_length_is_variable)
-    args += (disable_in_eval, max_length)
+        call = call._replace(disable_in_eval=False)  # accelerate passes True; eval must shard like training
     if _needs["ring"] is not None:  # hybrid.register_hybrid: upstream's own without a ring or at sp=1
-        return _needs["ring"](upstream, cls, model_name_or_path, *args)
+        return _needs["ring"](upstream, cls, call)
     if _needs["layer_shapes"] is not None:  # layer_shapes.register_fitted: upstream's own for uniform heads
-        return _needs["layer_shapes"](upstream, cls, model_name_or_path, *args)
-    return upstream(cls, model_name_or_path, *args)
+        return _needs["layer_shapes"](upstream, cls, call)
+    return upstream(cls, *call)
 
 
 def install_sp_registration() -> None:
