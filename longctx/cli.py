@@ -52,6 +52,11 @@ SUBCOMMANDS = {
 RUN_FROM_RECIPE_ROOT = ("sft", "grpo", "data", "validate", "plan", "probe", "rehearse", "eval", "fetch")
 
 
+def console() -> int:
+    """The installed `longctx` command (pyproject's [project.scripts]: `.venv/bin/longctx` after `make install`)."""
+    return main(sys.argv[1:])
+
+
 def usage() -> str:
     rows = "\n".join(f"  {name:<9} {what}" for name, (_, what) in SUBCOMMANDS.items())
     return f"usage: python -m longctx SUBCOMMAND RECIPE [flags] [-- recipe overrides]\n\n{rows}\n\n{__doc__}"
@@ -93,4 +98,8 @@ def main(argv: list[str]) -> int:
         own = [recipe, *own[1:]]
     tool_argv = [*own, "--", *hub_token_to_env(overrides, os.environ)]
     tool = importlib.import_module(SUBCOMMANDS[sub][0])
-    return tool.main(["plan", *tool_argv] if sub == "plan" else tool_argv)
+    try:
+        return tool.main(["plan", *tool_argv] if sub == "plan" else tool_argv)
+    except KeyboardInterrupt:  # Ctrl-C before a launch (preflight, data): a line, not a traceback
+        print(f"\n[{sub}] interrupted (Ctrl-C) before any training started; nothing was trained", file=sys.stderr)
+        return 130
