@@ -70,12 +70,18 @@ def make_sft(out, *args: str) -> subprocess.Popen:
 def test_ctrl_c_saves_a_checkpoint_and_prints_the_resume_line_then_the_same_command_is_refused(tmp_path):
     out = tmp_path / "run"
     run = make_sft(out, "--max_steps 400")
-    deadline = time.monotonic() + 400
-    while not (out / "checkpoint-2" / "topology.json").is_file():
-        assert run.poll() is None and time.monotonic() < deadline, run.communicate()[0][-4000:] if run.poll() else ""
-        time.sleep(1)
-    os.killpg(run.pid, signal.SIGINT)  # what the terminal sends its foreground job on Ctrl-C
-    log = run.communicate(timeout=300)[0]
+    try:
+        deadline = time.monotonic() + 600  # the first launch of a checkout JIT-builds DeepSpeed's gloo ops
+        while not (out / "checkpoint-2" / "topology.json").is_file():
+            assert run.poll() is None, run.communicate()[0][-4000:]
+            assert time.monotonic() < deadline, "no checkpoint-2 in time"
+            time.sleep(1)
+        os.killpg(run.pid, signal.SIGINT)  # what the terminal sends its foreground job on Ctrl-C
+        log = run.communicate(timeout=300)[0]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
     assert "[launch] SIGINT: asked 2 rank(s) to stop at the end of this step with a checkpoint" in log, log[-4000:]
     assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-4000:]
     assert "before training started" not in log
