@@ -50,7 +50,7 @@ def cell(pair: Pair) -> str:
             + ", ".join(f"`{node}`" for node in pair.proofs[:3])
             + (f" (+{len(pair.proofs) - 3})" if len(pair.proofs) > 3 else "")
         )
-    return pair.status
+    return f"{pair.status} ({pair.gap})" if pair.gap else pair.status
 
 
 def pairwise_lines(pairs: list[Pair], rows: list[list[str]]) -> list[str]:
