@@ -21,7 +21,7 @@ LONGCTX := $(PY) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
+.PHONY: combinations help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -179,6 +179,10 @@ test-unit: $(STAMP) $(TINY_MODEL)/SOURCE.json
 
 test-all: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest -m "" $(PYTEST_ARGS)
+
+# docs/combinations.md and longctx/combinations/pairwise.json from the combination map (tests/test_combinations.py).
+combinations: $(STAMP)
+	$(PY) -m longctx.combinations
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
