@@ -1,4 +1,4 @@
-"""A recipe copied out of this repository, with exactly the files the README lists, trains in a team's repository.
+"""A recipe copied out of this repository, with exactly the files its doc lists, trains in a team's repository.
 
 The copy goes to a folder outside the repository that stands for a team's repository: it already has its own
 `config/` and `training/` packages, each with an `__init__.py` and a module named like one of ours
@@ -11,8 +11,9 @@ slice must run in the copy and log its metric (it once imported the eval tool, w
 The shared environment has this repository installed in editable mode, whose import hook would quietly supply
 any package the copy lacks, so the launches run with a `sitecustomize` (test-owned, outside the copy) that
 removes that hook: a file missing from the documented set, or a tool import in the runtime, fails the run. The
-data step runs this repository's `data_prep` against the copy (a tool, not a run-time dependency, as the
-README says); it writes the prepared rows and their manifest inside the copy, and both recipes read them.
+data step runs this repository's `data_prep` against the copy (a tool, not a run-time dependency, as
+docs/reusing-a-recipe.md says); it writes the prepared rows and their manifest inside the copy, and both recipes
+read them.
 """
 
 import json
@@ -48,17 +49,17 @@ sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__
 
 
 def documented_set() -> list[str]:
-    """The paths in the README's copy-out block (the fenced block after `<!-- copy-out set -->`)."""
-    text = (REPO / "README.md").read_text()
+    """The paths in docs/reusing-a-recipe.md's copy-out block (the fenced block after `<!-- copy-out set -->`)."""
+    text = (REPO / "docs" / "reusing-a-recipe.md").read_text()
     block = re.search(r"<!-- copy-out set -->\s*```text\n(.*?)```", text, re.DOTALL)
-    assert block, "README.md lost its `<!-- copy-out set -->` block"
+    assert block, "docs/reusing-a-recipe.md lost its `<!-- copy-out set -->` block"
     return block.group(1).split()
 
 
 def copy_set(paths: list[str], dest: Path) -> None:
     for rel in paths:
         src = REPO / rel
-        assert src.exists(), f"README's copy-out set names {rel}, which does not exist"
+        assert src.exists(), f"docs/reusing-a-recipe.md's copy-out set names {rel}, which does not exist"
         if src.is_dir():
             shutil.copytree(src, dest / rel, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:

@@ -1,11 +1,12 @@
 """The runtime imports no tool: what `recipes/sft.py` runs (longctx/config/, longctx/training/) stands on its own.
 
-The copy-out set (README's `<!-- copy-out set -->` block) is the entrypoint, `longctx/__init__.py`,
-`longctx/config/` and `longctx/training/`; a tool import anywhere in them (even inside a function, reached only
-when a recipe key is on, as the in-training retrieval callback once reached `longctx.evaluation`) breaks a copied
-recipe. The imports are read from the code's syntax tree, every `import` and `from ... import` at any depth and
-`importlib.import_module("...")` with a literal name; the tools are every other subpackage of `longctx` (found on
-disk, so a new tool is covered without editing this test) and `data_prep`. tests/test_copy_out.py runs the copy.
+The copy-out set (the `<!-- copy-out set -->` block of docs/reusing-a-recipe.md) is the entrypoint,
+`longctx/__init__.py`, `longctx/config/` and `longctx/training/`; a tool import anywhere in them (even inside a
+function, reached only when a recipe key is on, as the in-training retrieval callback once reached
+`longctx.evaluation`) breaks a copied recipe. The imports are read from the code's syntax tree, every `import`
+and `from ... import` at any depth and `importlib.import_module("...")` with a literal name; the tools are every
+other subpackage of `longctx` (found on disk, so a new tool is covered without editing this test) and `data_prep`.
+tests/test_copy_out.py runs the copy.
 """
 
 import ast
