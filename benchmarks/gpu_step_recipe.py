@@ -10,7 +10,8 @@
   the recipe's: it is the recipe's own entrypoint that runs. With `--tiny` the recipe is first made a CPU
   miniature by the CPU rehearsal's derivation (longctx/cpu_rehearsal/derive.py: its changes are printed) and the
   rows are 256 times shorter.
-- the rows as the recipe's prepared dataset, with the manifest its ranks look it up by (longctx/config/prepared.py):
+- the rows as the recipe's prepared dataset, with the manifest its ranks look it up by
+  (longctx/config/prepared_manifest.py):
   4K twice (warm-up), 128K as 16 documents of 8K, 128K as one document (the cheaper first: a run cut short keeps
   one), then the recipe's max_length as one document and as documents of 8K; random token ids (seeded), every
   token labelled.
@@ -94,7 +95,7 @@ def write_prepared(recipe_yaml: Path, rows: list[dict]) -> None:
     """The rows as the recipe's prepared dataset, and the manifest its ranks find it by."""
     from datasets import Dataset
 
-    from longctx.config.prepared import DATASET, REPORT, local_fingerprint, prep_settings, write_manifest
+    from longctx.config.prepared_manifest import DATASET, REPORT, local_fingerprint, prep_settings, write_manifest
     from longctx.config.recipe import parse_recipe, recipe_topology
     from longctx.training.model_build import build_config
 

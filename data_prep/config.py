@@ -4,7 +4,7 @@ A `PrepConfig` names the source, tokenizer and layout; its `cache_key` hashes ev
 output (source fingerprint, tokenizer files, lengths, sp, alignment, policy, format, seed), so a rerun is a cache
 hit. The training side never recomputes this key (for a Hub dataset it needs the network): it reads the
 manifest data_prep writes beside the dataset, indexed by the recipe's data settings alone
-(longctx/config/prepared.py).
+(longctx/config/prepared_manifest.py).
 """
 
 import hashlib
@@ -17,7 +17,7 @@ from data_prep.errors import PrepError
 from data_prep.formats import FORMATS
 from data_prep.layout import Layout
 from longctx.config.chat_templates import ChatTemplateError
-from longctx.config.prepared import local_fingerprint, prep_settings, tokenizer_fingerprint
+from longctx.config.prepared_manifest import local_fingerprint, prep_settings, tokenizer_fingerprint
 
 FORMAT_VERSION = 3  # bump when the output of the same inputs changes (2: one BFD over the whole corpus; 3: label-less
 # segments dropped)
@@ -129,7 +129,8 @@ def source_fingerprint(cfg: PrepConfig) -> list:
 
 
 def from_recipe(recipe, sft, model, topo, role: str = "train", **overrides) -> PrepConfig:
-    """The PrepConfig a parsed recipe asks for (longctx.config.prepared.prep_settings: sp from its accelerate YAML)."""
+    """The PrepConfig a parsed recipe asks for (longctx.config.prepared_manifest.prep_settings: sp from its
+    accelerate YAML)."""
     grpo = getattr(recipe, "trainer", "sft") == "grpo"
     length_key = "max_prompt_length" if grpo else "max_length"
     if not getattr(sft, length_key, None):

@@ -18,6 +18,7 @@ import numpy as np
 
 from data_prep.config import PrepConfig
 from data_prep.counts import Counts
+from data_prep.encoding import Encoded, Encoder, check_chat_template
 from data_prep.errors import PrepError
 from data_prep.eval_split import eval_config, report_meta, select
 from data_prep.formats import (
@@ -35,7 +36,6 @@ from data_prep.report import nothing_usable, summary, too_many_dropped, write_re
 from data_prep.rows import write_rows
 from data_prep.sources import Meter, records_of
 from data_prep.store import SegmentStore, segment_lengths
-from data_prep.tokenize import Encoded, Encoder, check_chat_template
 from data_prep.verify import Written, check_written
 from data_prep.writer import PLOT, REPORT, SPILL, AtomicWriter, is_complete, remove_stale
 

@@ -75,9 +75,9 @@ class PreferencePreparer:
         progress.end(None, None, documents=c.rows_read)
 
     def run(self, writer, progress) -> str:
+        from data_prep.encoding import load_tokenizer
         from data_prep.eval_split import select
         from data_prep.sources import records_of
-        from data_prep.tokenize import load_tokenizer
 
         if self.cfg.policy == "split":
             raise PrepError("long_document_policy `split` would cut a pair apart; use `drop` or `truncate`")

@@ -6,7 +6,7 @@ from data_prep.config import check, from_recipe, source_fingerprint
 from data_prep.eval_split import eval_config
 from data_prep.pipeline import prepare_splits
 from longctx.config.paths import display_path, resolve_recipe
-from longctx.config.prepared import REPORT, prep_settings, write_manifest
+from longctx.config.prepared_manifest import REPORT, prep_settings, write_manifest
 
 
 def prepare_for_recipe(recipe, sft, model, topo, name: str, force: bool = False, progress=None, **extra):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from data_prep.counts import Counts, rows_phrase
 from data_prep.errors import PrepError
-from longctx.config.prepared import REPORT
+from longctx.config.prepared_manifest import REPORT
 
 
 def check_identity(counts: Counts) -> None:

@@ -1,7 +1,8 @@
 """`--input` with a recipe: a user's own files, folders, globs or a Hub id, as the recipe overrides that mean them.
 
-Why overrides: the training ranks find the prepared data by the recipe's settings (longctx/config/prepared.py),
-so data prepared from `--input` must be data the recipe itself names, or the launch would not find it. Local
+Why overrides: the training ranks find the prepared data by the recipe's settings
+(longctx/config/prepared_manifest.py), so data prepared from `--input` must be data the recipe itself names, or
+the launch would not find it. Local
 inputs become `--data_files` (absolute, so the launch reads the same files from any folder), a Hub id becomes
 `--dataset_name`, and the command that trains on it is printed with those overrides.
 """

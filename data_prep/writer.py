@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from longctx.config.prepared import DATASET, REPORT
+from longctx.config.prepared_manifest import DATASET, REPORT
 
 PLOT = "plot.png"
 SPILL = "spill"  # the first pass writes tokens here (data_prep/store.py); removed before the rename

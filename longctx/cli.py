@@ -22,7 +22,7 @@ recipe). Each `make` target is this command (`make plan RECIPE=.. FLAGS=.. ARGS=
 repository that holds it (longctx/commands/workdir.py).
 
 A `--hub_token` among the overrides moves into the environment (HF_TOKEN) before any tool sees them, so no
-tool can print it or write it into a results file or a derived recipe (longctx/training/credentials.py).
+tool can print it or write it into a results file or a derived recipe (longctx/config/credentials.py).
 """
 
 import difflib
@@ -95,8 +95,8 @@ def main(argv: list[str]) -> int:
         hint = f"did you mean {close[0]}?" if close else f"use one of: {', '.join(SUBCOMMANDS)}"
         print(f"error: no subcommand {sub!r}; {hint}", file=sys.stderr)
         return 2
+    from longctx.config.credentials import hub_token_to_env
     from longctx.config.keys import split_argv
-    from longctx.training.credentials import hub_token_to_env
 
     own, overrides = split_argv(rest)
     own = config_as_recipe(own)

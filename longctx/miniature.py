@@ -10,9 +10,9 @@ Mixture-of-experts models keep their routing at 8 experts at most (`miniature_ex
 A new model type whose config has other size keys (a vision tower) extends `miniature_config`.
 """
 
-from longctx.config.architectures import EXPERT_COUNT_KEYS
 from longctx.config.layer_shapes import layer_shapes
 from longctx.config.linear_layers import text_config
+from longctx.config.model_config import EXPERT_COUNT_KEYS
 
 LAYERS, HIDDEN, HEAD_DIM = 2, 64, 8
 MAX_EXPERTS = 8

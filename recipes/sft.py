@@ -22,7 +22,7 @@ from transformers import AutoTokenizer
 from trl import get_peft_config
 
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe
-from longctx.training.data.prepared import recipe_datasets
+from longctx.training.data.load_prepared import recipe_datasets
 from longctx.training.model_build import build_model
 from longctx.training.process_patches import install_process_patches
 from longctx.training.run_lifecycle import begin_run, finish_run

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from longctx.config.credentials import REDACTED, hub_token_to_env, move_hub_token_to_env, redact_argv, redact_text
 from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.launch.accelerate_launch import accelerate_argv, shown
-from longctx.training.credentials import REDACTED, hub_token_to_env, move_hub_token_to_env, redact_argv, redact_text
 from tests.helpers import REPO
 
 TOKEN = "hf_NeverPrintThis0123456789abcdef"

@@ -9,7 +9,7 @@ import torch
 from data_prep.__main__ import main
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 from longctx.training.data.collator import PreparedCollator
-from longctx.training.data.prepared import prepared_dir
+from longctx.training.data.load_prepared import prepared_dir
 from tests.helpers import REPO
 
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")

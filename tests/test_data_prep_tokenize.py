@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from data_prep.tokenize import BatchEncoder, Encoder
+from data_prep.encoding import BatchEncoder, Encoder
 from tests.helpers import REPO
 
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")

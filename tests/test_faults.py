@@ -46,7 +46,7 @@ from longctx.launch.staging import Need, fetch, missing, needs
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.checkpoint_size import GIB, checkpoint_bytes, disk_plan, suggested_limit
 from longctx.training.checkpoints.commit import CheckpointSaveError, explained_save_failures, failure_kind
-from longctx.training.faults.guard import NonFiniteStop, RunGuard
+from longctx.training.faults.run_guard import NonFiniteStop, RunGuard
 from longctx.training.faults.signals import PreemptionRequest
 from longctx.training.sequence_parallel.mesh import check_launched_mesh
 

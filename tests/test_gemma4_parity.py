@@ -8,7 +8,7 @@ accumulated micro-batches through the real stack (`accelerate launch` of recipes
 over gloo) on tests/helpers/moe_rows.py's rows: packed and one-document rows whose documents straddle the window
 and every shard edge. At sp=2 the sliding layers' KV heads split (one a rank) while the global layer's one KV head
 is replicated; at sp=4 both replicate, so each layer type is split by its own heads
-(longctx/training/sequence_parallel/layer_shapes.py). Per-step loss, grad norm and the trained weights must equal
+(longctx/training/sequence_parallel/per_layer_ulysses.py). Per-step loss, grad norm and the trained weights must equal
 sp=1's at the parity gate's tolerances (tests/test_sp_parity.py).
 
 Negative controls: the window carried only by the 4D mask, as stock transformers carries it

@@ -10,7 +10,7 @@ from datasets import load_from_disk
 from data_prep.config import PrepConfig
 from data_prep.errors import PrepError
 from data_prep.pipeline import prepare_dataset
-from longctx.config.prepared import DATASET, REPORT
+from longctx.config.prepared_manifest import DATASET, REPORT
 from longctx.memory_plan.rollout import group_tokens
 
 TOKENIZER = "recipes/assets/tiny-llama"

@@ -18,7 +18,7 @@ import pytest
 from data_prep.__main__ import main as data_prep
 from data_prep.formats import Columns, detect_format, extract
 from longctx.config.paths import cli_command
-from longctx.config.prepared import prep_settings
+from longctx.config.prepared_manifest import prep_settings
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 from tests.helpers import REPO
 

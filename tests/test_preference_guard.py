@@ -1,4 +1,5 @@
-"""TRL's stock preference trainers refuse sp > 1 (longctx/training/preference/guard.py), pointing to `make dpo`.
+"""TRL's stock preference trainers refuse sp > 1 (longctx/training/preference/stock_trainers.py), pointing to
+`make dpo`.
 
 Built under an SP launch's environment, DPOTrainer, KTOTrainer and RewardTrainer raise before anything is loaded;
 at sp=1 their own `__init__` runs as before (here: upstream's own error for a missing dataset, reached unchanged).
@@ -7,7 +8,7 @@ at sp=1 their own `__init__` runs as before (here: upstream's own error for a mi
 import pytest
 from trl import DPOTrainer, KTOTrainer, RewardTrainer
 
-from longctx.training.preference.guard import StockTrainerUnderSP, refuse_stock_preference_trainers
+from longctx.training.preference.stock_trainers import StockTrainerUnderSP, refuse_stock_preference_trainers
 
 SP2 = {"ACCELERATE_USE_PARALLELISM_CONFIG": "true", "PARALLELISM_CONFIG_SP_SIZE": "2"}
 

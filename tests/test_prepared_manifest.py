@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from data_prep.__main__ import main as data_prep_main
-from longctx.config.prepared import find_prepared, manifest_path, prep_settings, write_manifest
+from longctx.config.prepared_manifest import find_prepared, manifest_path, prep_settings, write_manifest
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
-from longctx.training.data.prepared import prepared_dir
+from longctx.training.data.load_prepared import prepared_dir
 
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 

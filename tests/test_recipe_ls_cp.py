@@ -13,7 +13,7 @@ from longctx.catalog.copy import CopyError, copy_recipe
 from longctx.catalog.listing import measured_status
 from longctx.cli import main as cli
 from longctx.config.paths import cli_command, recipe_names, recipe_root, resolve_recipe
-from longctx.config.prepared import prepare_command
+from longctx.config.prepared_manifest import prepare_command
 from tests.helpers import REPO
 from tests.helpers.launch import free_port
 

@@ -54,7 +54,7 @@ def test_the_upstream_switch_is_still_the_one_turned_back_on(monkeypatch):
     """accelerate still asks for SP off in eval, and the installed registration turns it back on."""
     from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
-    from longctx.training.sequence_parallel import eval_loss, registration
+    from longctx.training.sequence_parallel import registration
 
     assert PREPARE_DEEPSPEED in dict(SP_EVAL[0].relies_on)
     assert 'kwagrs["disable_in_eval"] = True' in inspect.getsource(resolve(PREPARE_DEEPSPEED))
@@ -66,7 +66,7 @@ def test_the_upstream_switch_is_still_the_one_turned_back_on(monkeypatch):
     monkeypatch.setattr(UlyssesSPAttentionHF, "register_with_transformers", classmethod(upstream))
     monkeypatch.setattr(registration, "_needs", dict(registration._needs, keep_in_eval=False))
     monkeypatch.setattr(registration, "_upstream", {"function": None})
-    eval_loss.keep_sp_in_eval()
+    registration.keep_sp_in_eval()
     UlyssesSPAttentionHF.register_with_transformers(
         model_name_or_path=None, core_attn_implementation="sdpa", sequence_parallel_size=2, micro_batch_size=1,
         disable_in_eval=True,

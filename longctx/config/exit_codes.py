@@ -6,7 +6,7 @@ run, which the same command resumes, from a failed one, which a person has to lo
 FINISHED = 0
 FAILED = 1  # a rank died or raised: the launcher names the rank (longctx/launch/supervise.py)
 RECIPE_ERROR = 2  # the recipe cannot run as written (longctx/config/recipe.py `exit_on_recipe_error`)
-NONFINITE = 3  # a NaN or Inf loss or gradient norm stopped the run (longctx/training/faults/guard.py)
+NONFINITE = 3  # a NaN or Inf loss or gradient norm stopped the run (longctx/training/faults/run_guard.py)
 SAVE_FAILED = 74  # sysexits' EX_IOERR: a checkpoint could not be written (space, permission)
 PREEMPTED = 75  # sysexits' EX_TEMPFAIL: stopped by a signal at a step boundary; run the same command again
 

@@ -183,7 +183,7 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
         metadata={
             "help": "A step whose loss or gradient norm is NaN or Inf on any rank: `stop` the run there, naming the "
             "step, the rank and the last good checkpoint (exit 3), or `skip` its update and go on, counted in the "
-            "log as `nonfinite_skipped` (longctx/training/faults/guard.py). Never trains on such a step."
+            "log as `nonfinite_skipped` (longctx/training/faults/run_guard.py). Never trains on such a step."
         },
     )
     step_record: str | None = field(

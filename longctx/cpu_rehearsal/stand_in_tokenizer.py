@@ -13,10 +13,10 @@ import json
 from itertools import pairwise
 from pathlib import Path
 
-from longctx.config.architectures import hf_cache_file
 from longctx.config.families.registry import family_of
 from longctx.config.families.schema import StandInTokens
 from longctx.config.linear_layers import text_config
+from longctx.config.model_config import hf_cache_file
 from longctx.config.paths import repo_path
 from longctx.miniature import miniature_config
 

@@ -1,7 +1,7 @@
 """The retrieval eval on every rank of the recipe's mesh (started by `python -m longctx eval`).
 
 The model is prepared by accelerate exactly as for training (DeepSpeed with the recipe's ZeRO config, Ulysses
-attention registered for the recipe's sp, kept on in eval by longctx/training/sequence_parallel/eval_loss.py). Every
+attention registered for the recipe's sp, kept on in eval by longctx/training/sequence_parallel/registration.py). Every
 rank builds the same
 examples; each SP group takes every dp-th one (the list padded to a multiple of dp with repeats whose results are
 dropped, so every rank runs as many forwards: ZeRO-3 gathers parameters across all of them), and each rank of the
@@ -15,10 +15,10 @@ import time
 
 import torch
 
+from longctx.config.credentials import redact_argv
 from longctx.config.paths import cli_command
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.evaluation.cost import measured_cost
-from longctx.training.credentials import redact_argv
 from longctx.training.retrieval.scoring import dp_share, shard_sums, unwrap, verdict
 from longctx.training.retrieval.tasks import grid
 from longctx.training.sequence_parallel.mesh import check_launched_mesh, sp_coordinates
@@ -48,8 +48,8 @@ def prepare_for_mesh(model, recipe, sft):
 
     from longctx.training.layers.linear_attention import lift_accelerate_refusal
     from longctx.training.model_fixes import prepare_model
-    from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
-    from longctx.training.sequence_parallel.layer_shapes import fit_ulysses_to_layer_shapes
+    from longctx.training.sequence_parallel.per_layer_ulysses import fit_ulysses_to_layer_shapes
+    from longctx.training.sequence_parallel.registration import keep_sp_in_eval
 
     keep_sp_in_eval()  # before accelerate registers Ulysses attention
     fit_ulysses_to_layer_shapes()  # Gemma 4: each layer split by its own heads, as in training

@@ -1,13 +1,13 @@
 """Push an exported folder to the Hugging Face Hub, the token read from the environment and never shown.
 
-The token is `HF_TOKEN` (where the command line puts a `--hub_token` override, longctx/training/credentials.py)
+The token is `HF_TOKEN` (where the command line puts a `--hub_token` override, longctx/config/credentials.py)
 or huggingface_hub's own login; it is handed to the client and appears in no line this prints, and a failure's
 message is printed with every secret masked. `api` is injectable so the push path is tested without a network.
 """
 
 import os
 
-from longctx.training.credentials import redact_text
+from longctx.config.credentials import redact_text
 
 
 def push(folder, repo_id: str, private: bool = False, api=None) -> str:

@@ -4,7 +4,7 @@ Every tool that starts processes (`make sft`, `make eval`, the leak probe, the C
 script through `python -m longctx sft --dry-run`) goes through here, so they share one set of rules:
 - the argv is `python -m accelerate.commands.launch --config_file X ... target`, never with `--cpu` (it turns
   DeepSpeed off) or `--use_deepspeed` (it can drop the YAML's SP keys);
-- the line a person sees is `accelerate launch ...` with every secret masked (longctx/training/credentials.py);
+- the line a person sees is `accelerate launch ...` with every secret masked (longctx/config/credentials.py);
 - the children's environment: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` unless the user set it (long
   sequences allocate blocks of many sizes; expandable segments stop the fragmentation that otherwise runs out
   of memory with GiBs free), unbuffered output, the Hub off for tools that never download, and the venv's bin/
@@ -22,8 +22,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from longctx.config.credentials import redact_argv
 from longctx.config.paths import launch_path
-from longctx.training.credentials import redact_argv
 
 ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
 SUPERVISOR = [sys.executable, "-m", "longctx.launch.supervise"]  # accelerate's launcher in-process, plus faults

@@ -133,7 +133,7 @@ def register_ulysses(model, attn: str, sp: int, batch_size: int) -> None:
     """DeepSpeed's Ulysses attention around whatever `attn` names now, as accelerate's prepare registers it."""
     from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
-    from longctx.training.sequence_parallel.layer_shapes import fit_ulysses_to_layer_shapes
+    from longctx.training.sequence_parallel.per_layer_ulysses import fit_ulysses_to_layer_shapes
 
     fit_ulysses_to_layer_shapes()  # Gemma 4: each layer split by its own heads, as in training
     UlyssesSPAttentionHF.register_with_transformers(

@@ -17,9 +17,9 @@ which the properties below sum layer by layer instead of multiplying one layer b
 
 from dataclasses import dataclass
 
-from longctx.config.architectures import moe_sizes
 from longctx.config.layer_shapes import LayerShapes, layer_shapes
 from longctx.config.linear_layers import LinearAttention, gated_attention
+from longctx.config.model_config import moe_sizes
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Arch:
 
     @classmethod
     def from_config(cls, config: dict) -> "Arch":
-        """Sizes from the config's keys (experts: config/architectures.py `moe_sizes`); what a model type implies
+        """Sizes from the config's keys (experts: config/model_config.py `moe_sizes`); what a model type implies
         beyond them (Qwen3.5's output gate) from its family row, through config/linear_layers.py `gated_attention`."""
         gate = gated_attention(config)
         config = config.get("text_config") or config

@@ -15,8 +15,8 @@ def next_steps(
     """The lines printed after `[done] model saved to ...`; `overrides`: the run's command line after its recipe
     (a LoRA export rebuilds the base from the recipe as the run did; secrets masked). `evaluate`: the
     `longctx eval` line, which measures the language-model loss (SFT runs)."""
+    from longctx.config.credentials import redact_argv
     from longctx.config.paths import cli_command
-    from longctx.training.credentials import redact_argv
 
     out, longctx = shlex.quote(str(output_dir)), cli_command()
     has_checkpoint = any(Path(output_dir).glob("checkpoint-*/latest"))

@@ -16,7 +16,7 @@ process-wide fix here as one line with its reason, in the order it must run.
 from longctx.training.attention.stack import install_attention_stack
 from longctx.training.checkpoints.resume import install_sp_aware_skip
 from longctx.training.memory.partial_offload import install_partial_offload_fixes
-from longctx.training.preference.guard import refuse_stock_preference_trainers
+from longctx.training.preference.stock_trainers import refuse_stock_preference_trainers
 from longctx.training.sequence_parallel.cpu_comm import attach_deepspeed_comm
 from longctx.training.sequence_parallel.gloo_all_to_all import install_gloo_all_to_all
 from longctx.training.sequence_parallel.gloo_uneven_gather import install_gloo_uneven_gather

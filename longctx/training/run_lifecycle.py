@@ -9,11 +9,11 @@ two copies would drift, and a fix to one (a rank tearing down its group while ra
 import os
 import sys
 
+from longctx.config.credentials import move_hub_token_to_env
 from longctx.config.recipe import command_line_overrides, recipe_topology
 from longctx.config.run_paths import resolve_run_paths
 from longctx.training.checkpoints.agreed_resume import agreed_resume
-from longctx.training.credentials import move_hub_token_to_env
-from longctx.training.faults.guard import train_to_outcome
+from longctx.training.faults.run_guard import train_to_outcome
 from longctx.training.faults.signals import watch_for_preemption
 from longctx.training.next_steps import next_steps
 from longctx.training.sequence_parallel.mesh import check_launched_mesh

@@ -55,7 +55,7 @@ class LongContextSFTTrainer(LongContextTrainerBase, SFTTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """In eval under SP, the training loss path (label-token-weighted across the SP group) instead of a
         per-shard loss; every eval batch also adds to the token-weighted eval loss. In training, the loss is also
-        shown to the run guard (a non-finite one stops or skips the step: longctx/training/faults/guard.py)."""
+        shown to the run guard (a non-finite one stops or skips the step: longctx/training/faults/run_guard.py)."""
         if self.model.training:
             out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             self.run_guard.see_loss(out[0] if return_outputs else out)  # checked once a step, on all ranks

@@ -22,13 +22,13 @@ from longctx.training.checkpoints.commit import save_atomically
 from longctx.training.checkpoints.resume import TopologyRecorder, checkpoint_topology, relabel_shards, resumable
 from longctx.training.checkpoints.universal import use_universal_if_needed
 from longctx.training.data.balance import balance_rows
-from longctx.training.faults.guard import RunGuard
+from longctx.training.faults.run_guard import RunGuard
 from longctx.training.metrics.optimizer_report import OptimizerReport
 from longctx.training.metrics.step_record import StepRecord
 from longctx.training.metrics.throughput import attach_metrics
 from longctx.training.model_build import save_effective_config
 from longctx.training.model_fixes import prepare_model, require_prepared
-from longctx.training.sequence_parallel.eval_loss import RankShare, sp_eval_dataloader
+from longctx.training.sequence_parallel.eval_rows import RankShare, sp_eval_dataloader
 from longctx.training.sequence_parallel.mesh import sp_size
 
 
@@ -52,7 +52,7 @@ class LongContextTrainerBase:
     def add_run_callbacks(self) -> None:
         """What the run reports and records besides the loss; callbacks are the Trainer's own extension point."""
         attach_metrics(self, self.recipe)  # first in line, so every report_to logger receives the metrics
-        # preemption and non-finite numbers, agreed by all ranks once a step (longctx/training/faults/guard.py)
+        # preemption and non-finite numbers, agreed by all ranks once a step (longctx/training/faults/run_guard.py)
         self.run_guard = RunGuard(self, getattr(self.recipe, "on_nonfinite", "stop"))
         self.add_callback(self.run_guard)
         self.add_callback(TopologyRecorder(self.accelerator, self.recipe.config_source))  # schedule horizon check
@@ -149,7 +149,7 @@ class LongContextTrainerBase:
             save_effective_config(self.accelerator.unwrap_model(self.model), output_dir or self.args.output_dir)
 
     # ---- evaluation: sharded like training, one exact held-out loss
-    # (longctx/training/sequence_parallel/eval_loss.py)
+    # (longctx/training/sequence_parallel/eval_rows.py, eval_loss.py)
 
     def get_eval_dataloader(self, eval_dataset=None):
         """Eval rows split across ranks (padding rows that weigh nothing, not repeats) and, under SP, sharded across

@@ -2,8 +2,9 @@
 head size and KV heads; keys = values on the global layers; KV shared across the last layers of the small models;
 per-layer embeddings; routed experts beside the dense MLP (26B-A4B).
 
-Under Ulysses SP each layer is split by its own heads (longctx/training/sequence_parallel/layer_shapes.py: DeepSpeed
-0.19.8 builds one head size and KV head count for every layer, and transformers refuses to give it one), and the
+Under Ulysses SP each layer is split by its own heads
+(longctx/training/sequence_parallel/per_layer_ulysses.py: DeepSpeed 0.19.8 builds one head size and KV head count
+for every layer, and transformers refuses to give it one), and the
 sliding window is applied per document by the sdpa kernels from position_ids, never by the 4D mask DeepSpeed's
 adapter drops. Exact at sp=1, 2 and 4 on packed rows (tests/test_gemma4_parity.py). FlashAttention is refused
 (longctx/config/rules/head_shapes.py): its kernels stop at head_dim 256 and the global layers' is 512.
@@ -14,7 +15,7 @@ from longctx.config.families.schema import SDPA, Family, LayerType, StandInToken
 # the chat template's markers (its `eot_token` is <turn|>, which ends every turn)
 TURN_TOKENS = ("<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>", "<|tool_call>", "<tool_call|>")
 TURN_TOKENS += ("<|tool_response>", "<tool_response|>", "<|tool>", "<tool|>", '<|"|>', "<|image|>")
-PER_LAYER_HEADS = "Ulysses by this layer's own heads (longctx/training/sequence_parallel/layer_shapes.py)"
+PER_LAYER_HEADS = "Ulysses by this layer's own heads (longctx/training/sequence_parallel/per_layer_ulysses.py)"
 
 GEMMA4 = Family(
     name="Gemma 4",

@@ -3,7 +3,7 @@
 Gemma 4's global layers have their own head size (`global_head_dim` 512; the sliding-window layers 256) and KV heads
 (`num_global_key_value_heads`), read per layer by longctx/config/layer_shapes.py. Two rules follow:
 
-- Ulysses splits each layer by its own heads (longctx/training/sequence_parallel/layer_shapes.py), so sp must fit
+- Ulysses splits each layer by its own heads (longctx/training/sequence_parallel/per_layer_ulysses.py), so sp must fit
   every layer type: divide its query heads, and its KV heads divide sp or be divisible by it. The uniform check
   (longctx/preflight/checks/heads.py) reads only the config's top-level head counts.
 - FlashAttention 2 and 3 (flash-attn, and transformers' `flash_attention_*` on it) stop at head_dim 256: a model

@@ -186,6 +186,12 @@ def install_document_isolation(attn_implementation: str, config=None, enabled: b
     )
 
 
+def isolation_enabled() -> bool:
+    """Whether the registered function isolates documents now: sinks and the hybrid ring read it, so the probe's
+    stock run (`set_isolation_enabled(False)`) turns isolation off in every layer of the stack at once."""
+    return _state["enabled"]
+
+
 def set_isolation_enabled(enabled: bool) -> None:
     """Switch the registered function to stock sdpa behaviour and back (the probe's proof that it can fail)."""
     _state["enabled"] = enabled

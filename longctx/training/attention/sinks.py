@@ -27,8 +27,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from longctx.config.families.registry import family_of
 from longctx.training.attention.document_layout import LAYOUT_KWARG, layout_for
-from longctx.training.attention.isolation import _state as isolation
-from longctx.training.attention.isolation import sliding_window_layers
+from longctx.training.attention.isolation import isolation_enabled, sliding_window_layers
 from longctx.training.attention.kernels import document_attention
 
 _state = {"inner": None}  # the `sdpa` function calls without sinks or windows go to
@@ -72,7 +71,7 @@ def sink_sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, 
     sinks = None if sinks is None else local_sinks(sinks, query.shape[1])
     position_ids, holder = kwargs.get("position_ids"), kwargs.get(LAYOUT_KWARG)
     length = query.shape[2]
-    if position_ids is None or position_ids.shape[-1] != length or not isolation["enabled"]:
+    if position_ids is None or position_ids.shape[-1] != length or not isolation_enabled():
         position_ids, holder = torch.arange(length, device=query.device)[None], None  # one document a row
     # the forward's documents, read once for all layers and the recompute (document_layout.py)
     layout = layout_for(holder, position_ids, query.shape[0])

@@ -50,14 +50,14 @@ def _sequence_parallel(recipe, model_args, model) -> str:
 
 
 def _sp_in_eval(recipe, model_args, model) -> str:
-    from longctx.training.sequence_parallel.eval_loss import keep_sp_in_eval
+    from longctx.training.sequence_parallel.registration import keep_sp_in_eval
 
     keep_sp_in_eval()
     return ""
 
 
 def _layer_shapes(recipe, model_args, model) -> str:
-    from longctx.training.sequence_parallel.layer_shapes import fit_ulysses_to_layer_shapes
+    from longctx.training.sequence_parallel.per_layer_ulysses import fit_ulysses_to_layer_shapes
 
     fit_ulysses_to_layer_shapes()
     return ""

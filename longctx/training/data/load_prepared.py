@@ -3,7 +3,7 @@ with `prepare_data: off` the recipe's dataset as `datasets` loads it (TRL then t
 
 from pathlib import Path
 
-from longctx.config.prepared import DATASET, ManifestError, find_prepared, prep_settings
+from longctx.config.prepared_manifest import DATASET, ManifestError, find_prepared, prep_settings
 from longctx.config.recipe import RecipeError
 from longctx.training.data.collator import PreparedCollator
 

@@ -3,8 +3,8 @@ found through their manifest like every prepared dataset (no network): the `prom
 unchanged and untokenized, which is what TRL's GRPOTrainer takes (it tokenizes prompts at generation and passes the
 other columns to the reward functions)."""
 
-from longctx.config.prepared import DATASET
-from longctx.training.data.prepared import load_prepared_eval, prepared_dir
+from longctx.config.prepared_manifest import DATASET
+from longctx.training.data.load_prepared import load_prepared_eval, prepared_dir
 
 
 def prompt_datasets(recipe, config, model, topo):

@@ -4,7 +4,7 @@ A scheduler asks a job to stop with a signal: Kubernetes sends SIGTERM to the po
 `--signal` (SIGUSR1 in scripts/slurm/sft.sbatch) ahead of the time limit and SIGTERM at it, and the launcher
 (longctx/launch/supervise.py) forwards either to every rank as SIGUSR1. Python's default for both is to end the
 process at once, whatever it is doing (in the middle of a step, or of a save). Here both only set a flag; the run
-reads it once per optimizer step, all ranks together (longctx/training/faults/guard.py), and stops at that step's
+reads it once per optimizer step, all ranks together (longctx/training/faults/run_guard.py), and stops at that step's
 end with a checkpoint. SIGINT (Ctrl-C) keeps its meaning: stop now, nothing saved.
 
 Installed by recipes/sft.py before the model is loaded; a signal before that ends the rank (nothing to save yet).

@@ -39,9 +39,9 @@ from types import SimpleNamespace
 
 import torch
 
-from longctx.config.architectures import moe_sizes
 from longctx.config.layer_shapes import LayerShapes, layer_shapes
 from longctx.config.linear_layers import LinearAttention, gated_attention
+from longctx.config.model_config import moe_sizes
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class FlopCounts:
 
     @classmethod
     def from_config(cls, config) -> "FlopCounts":
-        """From a config dict or object: sizes from its keys (experts: config/architectures.py `moe_sizes`), what the
+        """From a config dict or object: sizes from its keys (experts: config/model_config.py `moe_sizes`), what the
         model type implies beyond them (the output gate) from its family row, through `gated_attention`."""
         gate = gated_attention(config)
         if isinstance(config, dict):  # a config.json as read (the planner's), its language model's part

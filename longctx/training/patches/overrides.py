@@ -132,7 +132,7 @@ BASE_OVERRIDES: tuple[Override, ...] = (
         "then marks the folder complete "
         "once every rank's files are written and rotates; relies on the Trainer saving into "
         "`output_dir/checkpoint-{global_step}` and on `_maybe_log_save_evaluate` saving whenever `should_save` is "
-        "set (a preemption sets it: training/faults/guard.py)",
+        "set (a preemption sets it: training/faults/run_guard.py)",
         written_against="trl==1.16.0, transformers==5.23.0",
         source_sha256=SFT_SAVE_CHECKPOINT_SHA,
         also_overrides=(
@@ -188,7 +188,7 @@ SFT_OVERRIDES: tuple[Override, ...] = (
         overridden_by=f"{TRAINER}.compute_loss",
         why="in eval under SP, the training loss path (label-token-weighted across the SP group) instead of a "
         "per-shard loss; every eval call also adds to the token-weighted eval loss; in training the loss is shown "
-        "to the run guard (training/faults/guard.py: a NaN or Inf one stops or skips the step)",
+        "to the run guard (training/faults/run_guard.py: a NaN or Inf one stops or skips the step)",
         written_against="trl==1.16.0",
         source_sha256="ca448211ff653fe621b45498c79bf4f94b26286146442c361f0a8c3592b3b4c1",
     ),

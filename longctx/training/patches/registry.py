@@ -289,7 +289,7 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",
-        installed_by="longctx.training.sequence_parallel.layer_shapes:register_fitted",
+        installed_by="longctx.training.sequence_parallel.per_layer_ulysses:register_fitted",
         why="the registered instance's class becomes a subclass whose forward first sets the head count, head size "
         "and KV head count (and the replication factor and required shapes derived from them) from the call's "
         "tensors, then runs this forward: each layer is split by its own heads; relies on the attributes __init__ "
@@ -434,7 +434,7 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         target="trl.trainer.dpo_trainer.DPOTrainer.__init__",
-        installed_by="longctx.training.preference.guard:refuse_stock_preference_trainers",
+        installed_by="longctx.training.preference.stock_trainers:refuse_stock_preference_trainers",
         why="TRL's DPOTrainer, KTOTrainer and RewardTrainer have no SP path (each rank would sum its shard only): "
         "their `__init__` is wrapped to raise under sp > 1, pointing to `make dpo`; LongContextDPOTrainer passes",
         written_against="trl==1.16.0",

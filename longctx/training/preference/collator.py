@@ -40,11 +40,11 @@ class PreferenceCollator:
 
 def preference_datasets(recipe, config, model, topo, tokenizer):
     """(train rows, held-out rows or None, collator) of a preference recipe, as `make data` prepared them (found
-    through their manifest, longctx/training/data/prepared.py); every column reaches the collator."""
+    through their manifest, longctx/training/data/load_prepared.py); every column reaches the collator."""
     from datasets import load_from_disk
 
-    from longctx.config.prepared import DATASET
-    from longctx.training.data.prepared import load_prepared_eval, prepared_dir
+    from longctx.config.prepared_manifest import DATASET
+    from longctx.training.data.load_prepared import load_prepared_eval, prepared_dir
 
     train = load_from_disk(str(prepared_dir(recipe, config, model, topo) / DATASET))
     config.remove_unused_columns = False

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from longctx.training.faults.guard import PreemptedBeforeTraining, agreed_stop
+from longctx.training.faults.run_guard import PreemptedBeforeTraining, agreed_stop
 from longctx.training.preference.log_probs import (
     forward_token_log_probs,
     pair_sums,

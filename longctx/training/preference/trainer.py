@@ -29,7 +29,7 @@ from longctx.training.preference.log_probs import pair_sums
 from longctx.training.preference.loss import preference_loss
 from longctx.training.preference.metrics import exact_eval_loss, record
 from longctx.training.preference.reference import live_reference, reference_table
-from longctx.training.sequence_parallel.eval_loss import RankShare
+from longctx.training.sequence_parallel.eval_rows import RankShare
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
 from longctx.training.trainer_base import LongContextTrainerBase
 
@@ -145,7 +145,7 @@ class LongContextDPOTrainer(LongContextTrainerBase, DPOTrainer):
         else:
             scale = 1 / max(len(pairs), 1)
         loss = result.losses.sum() * scale
-        if mode == "train":  # a non-finite loss stops or skips the step (longctx/training/faults/guard.py)
+        if mode == "train":  # a non-finite loss stops or skips the step (longctx/training/faults/run_guard.py)
             self.run_guard.see_loss(loss)
         real = int((inputs["sequence_ids"] >= 0).sum())
         record(self, mode, pairs, result, real, self.sp)

@@ -2,8 +2,8 @@
 
 The slice is the passkey and multi-key tasks at the recipe's max_length, needles at 0%, 50% and 100% depth,
 `retrieval_eval_samples` examples each (2: 12 forward passes, no backward). It runs on the training model as it
-is (DeepSpeed engine, Ulysses attention kept on in eval by longctx/training/sequence_parallel/eval_loss.py), with the
-same scorer as
+is (DeepSpeed engine, Ulysses attention kept on in eval by
+longctx/training/sequence_parallel/registration.py), with the same scorer as
 `make eval`, and logs `retrieval_<task>_accuracy` and `retrieval_<task>_logprob`, so a long run shows whether
 retrieval improves, not only whether the loss falls.
 """

@@ -109,7 +109,7 @@ class LongContextGRPOTrainer(LongContextTrainerBase, GRPOTrainer):
         loss = super()._compute_loss(model, inputs)
         if self.loss_type == "bnpo" and self.sp > 1:
             loss = loss * bnpo_group_scale(inputs, self.sp_group(), self.sp)
-        if self.model.training:  # a non-finite loss stops or skips the step (longctx/training/faults/guard.py)
+        if self.model.training:  # a non-finite loss stops or skips the step (longctx/training/faults/run_guard.py)
             self.run_guard.see_loss(loss)
         return loss
 

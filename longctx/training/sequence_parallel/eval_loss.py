@@ -6,9 +6,10 @@ the train dataloader in the SP adapter, and `Trainer.compute_loss` takes the SP 
 model is training. An eval at the trained length then puts a whole sequence on every rank, which is out
 of memory exactly where long-context training needs it. This module turns the three back on:
 
-- `keep_sp_in_eval` makes the registration keep SP attention in eval (`disable_in_eval=False`), process-wide
-  (registered in longctx/training/patches/registry.py);
-- the trainer's `get_eval_dataloader` (longctx/training/trainer.py) calls `sp_eval_dataloader`: rows sharded
+- `keep_sp_in_eval` (longctx/training/sequence_parallel/registration.py) makes the registration keep SP attention
+  in eval (`disable_in_eval=False`), process-wide (registered in longctx/training/patches/registry.py);
+- the trainer's `get_eval_dataloader` (longctx/training/trainer_base.py) calls `sp_eval_dataloader`
+  (longctx/training/sequence_parallel/eval_rows.py): rows sharded
   across all ranks and, under SP, through DeepSpeed's adapter (each sequence split across its SP group, as in
   training); its `compute_loss` in eval calls `sp_eval_loss`, computed like the training loss (per-rank LM
   losses weighted by their label tokens across the SP group, and a mixture-of-experts router's aux loss once
@@ -26,43 +27,11 @@ rows is not the mean of its rows', so with `per_device_eval_batch_size` > 1 the 
 rows are batched, at any sp.
 """
 
-import math
-
 import torch
-from torch.utils.data import DataLoader, Dataset
 
 from longctx.training.layers.router_aux import forward_with_exact_router_aux
 from longctx.training.sequence_parallel.group_sum import sp_group_sum
-from longctx.training.sequence_parallel.mesh import sp_enabled, sp_size
-
-
-def keep_sp_in_eval() -> None:
-    """Register Ulysses attention with `disable_in_eval=False`, whatever accelerate asks (idempotent): a need of the
-    one replacement of DeepSpeed's registration (longctx/training/sequence_parallel/registration.py)."""
-    from longctx.training.sequence_parallel.registration import need
-
-    need("keep_in_eval")
-
-
-class RankShare(Dataset):
-    """This rank's rows (every world-th), padded with label-free copies of row 0 to an equal count per rank."""
-
-    def __init__(self, dataset, rank: int, world: int, batch_size: int):
-        self.dataset = dataset
-        per_rank = math.ceil(math.ceil(len(dataset) / world) / batch_size) * batch_size
-        own = list(range(rank, len(dataset), world))
-        self.indices = own + [-1] * (per_rank - len(own))
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, i):
-        idx = self.indices[i]
-        if idx >= 0:
-            return self.dataset[idx]
-        row = dict(self.dataset[0])
-        row["labels"] = [-100] * len(row["labels"])  # same shape for gloo, zero weight in the loss
-        return row
+from longctx.training.sequence_parallel.mesh import sp_size
 
 
 class TokenLoss:
@@ -86,19 +55,6 @@ class TokenLoss:
         if accelerator.num_processes > 1:
             torch.distributed.all_reduce(t)
         return ((t[0] / t[1]).item() if t[1] > 0 else float("nan")), int(t[1].item()) // sp_size
-
-
-def sp_eval_dataloader(trainer, eval_dataset=None, share=None, collate=None):
-    """This rank's share of the eval rows (`share`: `RankShare` or a subclass that says what its padding rows
-    hold), collated by `collate` (the trainer's collator by default), under SP through DeepSpeed's adapter like
-    training rows."""
-    acc = trainer.accelerator
-    dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
-    if isinstance(dataset, str):  # one of several named eval sets, as upstream names them
-        dataset = trainer.eval_dataset[dataset]
-    rows = (share or RankShare)(dataset, acc.process_index, acc.num_processes, trainer.args.eval_batch_size)
-    loader = DataLoader(rows, batch_size=trainer.args.eval_batch_size, collate_fn=collate or trainer.data_collator)
-    return acc.deepspeed_ulysses_dl_adapter(loader, trainer.model) if sp_enabled(acc) else loader
 
 
 def sp_eval_loss(accelerator, model, inputs, sums: TokenLoss):

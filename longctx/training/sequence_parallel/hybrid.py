@@ -21,7 +21,7 @@ import torch.distributed as dist
 from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
 from longctx.training.attention.document_layout import LAYOUT_KWARG, layout_for
-from longctx.training.attention.isolation import _state as isolation
+from longctx.training.attention.isolation import isolation_enabled
 from longctx.training.sequence_parallel.ring import RingGroup, ring_attention
 
 _config = {"ring_size": 1, "balance": "auto", "isolate": True}
@@ -91,7 +91,7 @@ def ring_documents(holder, whole: torch.Tensor, batch: int, isolate: bool):
     """(documents, prefixes) of the whole rows ([batch, L] position_ids gathered over the ring): each row's
     document spans, and each span's shared prefix where the rows hold preference branches (None: no branches).
     The forward's layout (`holder`, filled by its first attention call) marks rows with shared prefixes."""
-    if not (isolate and isolation["enabled"]):  # `allow_cross_document_attention: true`, or the probe's stock run
+    if not (isolate and isolation_enabled()):  # `allow_cross_document_attention: true`, or the probe's stock run
         return [[(0, whole.shape[1])]] * batch, None
     layout = layout_for(holder, whole, batch)
     return layout.spans, (layout.prefixes if layout.branches else None)

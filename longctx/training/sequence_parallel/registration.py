@@ -3,7 +3,7 @@
 Why: accelerate builds the SP attention by calling DeepSpeed's `register_with_transformers` (inside `prepare`, from
 `train()`), and four needs of this repository change that one call: eval keeps SP on (upstream: off), a ring in
 the mesh registers the hybrid Ulysses x ring module instead (hybrid.py), a model whose layers differ in head shapes
-is split per layer (layer_shapes.py), and a GRPO micro-step is one row whatever the batch size (rl/ulysses.py).
+is split per layer (per_layer_ulysses.py), and a GRPO micro-step is one row whatever the batch size (rl/ulysses.py).
 Each used to wrap the classmethod in turn, so what ran depended on the order of the wrappers. Here one replacement
 composes them, in one order written below, and each need is a switch its owner sets:
 
@@ -87,6 +87,12 @@ def need(name: str, value=True) -> None:
         raise KeyError(f"no registration need {name!r}; known: {', '.join(_needs)}")
     install_sp_registration()
     _needs[name] = value
+
+
+def keep_sp_in_eval() -> None:
+    """Register Ulysses attention with `disable_in_eval=False`, whatever accelerate asks (idempotent): an eval at the
+    trained length stays sharded across the SP group (longctx/training/sequence_parallel/eval_loss.py)."""
+    need("keep_in_eval")
 
 
 @contextlib.contextmanager
