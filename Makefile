@@ -165,7 +165,8 @@ gpu-ladder: $(STAMP)
 
 # On the GPU node itself: its python3 and CUDA torch, no .venv (so no $(STAMP)); what the image lacks comes from the
 # archive `benchmarks/gpu_step.sh fetch` made on a machine with network (benchmarks/wheels-node/, carried with the run).
-# Rows: $OUT/gpu_step.jsonl or benchmarks/results/ (benchmarks/README.md, "GPU step benchmark").
+# The whole session (device.json, the gpu tests, the step rows) into $OUT or benchmarks/results/gpu-session-DATE/
+# (benchmarks/README.md, "Step 4 on the H200"); `benchmarks/gpu_step.sh run --cpu` runs it on CPU.
 gpu-bench:
 	$(if $(ARGS),$(error make gpu-bench runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@benchmarks/gpu_step.sh run $(FLAGS)
