@@ -13,6 +13,12 @@ the GPU platform (`use_cpu: false`, bf16), and its proofs are GPU tests or none 
 
 from dataclasses import dataclass, field
 
+from longctx.config.families.gemma4 import GEMMA4
+from longctx.config.families.gpt_oss import GPT_OSS
+from longctx.config.families.llama import LLAMA
+from longctx.config.families.qwen3 import QWEN3
+from longctx.config.families.qwen3_5 import QWEN3_5
+
 
 @dataclass(frozen=True)
 class Value:
@@ -58,6 +64,16 @@ def axis(name: str, what: str, base: str | dict, *values: tuple, trainers: tuple
     return Axis(name, what, tuple(made), bases, trainers)
 
 
+def family_name(family) -> str:
+    """A family row's name as a value name: `Gemma 4` -> `gemma4`."""
+    return family.name.lower().replace(" ", "")
+
+
+# each family whose layers the map crosses with the rest: the tiny Llama of the CPU recipes, else the row's first
+# shipped config (the rules read it; the pairwise runs train a miniature of it)
+FAMILY_VALUES = ((family_name(LLAMA), {"model_name_or_path": "recipes/assets/tiny-llama"}),) + tuple(
+    (family_name(f), {"model_name_or_path": f.snapshots[0]}) for f in (QWEN3, QWEN3_5, GPT_OSS, GEMMA4)
+)
 GPU = {"use_cpu": False, "bf16": True}
 LORA = {
     "use_peft": True,
@@ -70,12 +86,8 @@ LORA = {
 AXES: tuple[Axis, ...] = (
     axis("trainer", "`trainer`: the recipe's trainer and key set", {t: t for t in TRAINERS},
          ("sft", {"trainer": "sft"}), ("dpo", {"trainer": "dpo"}), ("grpo", {"trainer": "grpo"})),
-    axis("family", "`model_name_or_path`: a model of each family of longctx/config/families (config on disk)", "llama",
-         ("llama", {"model_name_or_path": "recipes/assets/tiny-llama"}),
-         ("qwen3", {"model_name_or_path": "Qwen/Qwen3-8B"}),
-         ("qwen3.5", {"model_name_or_path": "Qwen/Qwen3.5-27B"}),
-         ("gpt-oss", {"model_name_or_path": "openai/gpt-oss-20b"}),
-         ("gemma4", {"model_name_or_path": "google/gemma-4-31B-it"})),
+    axis("family", "`model_name_or_path`: a model of each family row (longctx/config/families; config on disk)",
+         family_name(LLAMA), *FAMILY_VALUES),
     axis("attention", "`attn_implementation` (and the accelerate YAML's `sp_attn_implementation`, kept equal)", "sdpa",
          ("sdpa", {"attn_implementation": "sdpa"}),
          ("eager", {"attn_implementation": "eager"}),
