@@ -37,6 +37,8 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
     "prepared_data_dir", "accelerate_config", "report_to", "pad_to_multiple_of", "eval_holdout", "eval_steps",
     # a GRPO recipe: its prompt and completion lengths, and generation by transformers instead of vLLM (GPU only)
     "max_prompt_length", "max_completion_length", "use_vllm", *GRPO_VLLM_KEYS,
+    # a GRPO recipe: a reward that differs within a group beside the recipe's own (cpu_rehearsal/rewards.py)
+    "reward_funcs", "reward_weights",
 }  # fmt: skip
 
 
@@ -77,6 +79,7 @@ def test_a_grpo_miniature_generates_with_transformers_and_parses(tmp_path):
     """The GPU recipes' vLLM keys go (a CPU has no vLLM) and the derived recipe passes the entrypoint's parse."""
     from longctx.config.recipe import parse_recipe
     from longctx.cpu_rehearsal.derive import GRPO_COMPLETION, GRPO_PROMPT
+    from longctx.cpu_rehearsal.rewards import REHEARSAL_REWARD
     from longctx.cpu_rehearsal.run import write_files
 
     derived = derive(resolve_recipe("llama8b-grpo-64k"), tmp_path)
@@ -87,6 +90,8 @@ def test_a_grpo_miniature_generates_with_transformers_and_parses(tmp_path):
     )
     assert "max_length" not in derived.recipe and "pad_to_multiple_of" not in derived.recipe
     assert any("generation: transformers" in change for change in derived.changes)
+    raw = load_yaml_mapping(resolve_recipe("llama8b-grpo-64k"))
+    assert derived.recipe["reward_funcs"] == [*raw["reward_funcs"], REHEARSAL_REWARD]  # the recipe's kept
     path = write_files(derived, tmp_path)
     _, config, _ = parse_recipe(["--config", str(path)])
     assert config.max_length == GRPO_PROMPT + GRPO_COMPLETION

@@ -11,6 +11,7 @@ from pathlib import Path
 from longctx.config.keys import recipe_with_overrides
 from longctx.config.paths import repo_path
 from longctx.config.topology import load_yaml_mapping
+from longctx.cpu_rehearsal.rewards import REHEARSAL_REWARD
 
 MAX_PROCESSES = 4  # what a 2-core CI machine runs in reasonable time
 LENGTH = 256  # tokens per sequence: several documents per packed row, seconds per step
@@ -181,7 +182,7 @@ def grpo_sized(raw: dict, out: dict) -> list[str]:
     out.update(max_prompt_length=GRPO_PROMPT, max_completion_length=GRPO_COMPLETION)
     note = f"GRPO: prompts up to {GRPO_PROMPT} tokens (was {raw.get('max_prompt_length')}), completions up to "
     note += f"{GRPO_COMPLETION} (was {raw.get('max_completion_length')}), {raw.get('num_generations', 8)} a prompt"
-    notes = [note]
+    notes = [note, *rehearsal_reward(raw, out)]
     if raw.get("use_vllm"):
         out["use_vllm"] = False
         for key in GRPO_VLLM_KEYS:
@@ -191,6 +192,17 @@ def grpo_sized(raw: dict, out: dict) -> list[str]:
             "mode needs GPUs; `make plan` sizes it)"
         )
     return notes
+
+
+def rehearsal_reward(raw: dict, out: dict) -> list[str]:
+    """The recipe's reward functions kept, the rehearsal's added (longctx/cpu_rehearsal/rewards.py says why)."""
+    funcs = raw.get("reward_funcs") or []
+    funcs = [funcs] if isinstance(funcs, str) else list(funcs)
+    out["reward_funcs"] = [*funcs, REHEARSAL_REWARD]
+    if raw.get("reward_weights"):
+        out["reward_weights"] = [*raw["reward_weights"], 1.0]
+    note = f"rewards: {', '.join(funcs) or 'none'} kept, plus {REHEARSAL_REWARD} (random weights never earn the "
+    return [note + "recipe's reward: with every advantage 0 nothing would train)"]
 
 
 def raw_recipe(recipe_path: Path, overrides: dict | None = None) -> dict:
