@@ -212,7 +212,27 @@ def trainer_classes():
     ]
 
 
-@pytest.mark.parametrize("ours, base", trainer_classes(), ids=lambda c: c.__name__)
+def our_override_classes():
+    """(our class, the upstream class its overrides are read against): the three trainers and their shared base."""
+    from transformers import Trainer
+
+    from longctx.training.trainer_base import LongContextTrainerBase
+
+    return [(LongContextTrainerBase, Trainer), *trainer_classes()]
+
+
+def first_party(cls) -> bool:
+    return cls.__module__.split(".")[0] == "longctx"
+
+
+def reached_upstream(trainer, name: str):
+    """The upstream method a `super().name` of our classes finally reaches from `trainer`: the first class of its MRO
+    that is not ours and defines `name`."""
+    owner = next(c for c in trainer.__mro__ if not first_party(c) and name in vars(c))
+    return vars(owner)[name]
+
+
+@pytest.mark.parametrize("ours, base", our_override_classes(), ids=lambda c: c.__name__)
 def test_every_trainer_override_is_registered_against_the_method_super_calls(ours, base):
     owner = f"{ours.__module__}:{ours.__qualname__}"
     registered = {o.overridden_by.rsplit(".", 1)[-1]: o for o in OVERRIDES if o.overridden_by.startswith(owner + ".")}
@@ -220,16 +240,45 @@ def test_every_trainer_override_is_registered_against_the_method_super_calls(our
         f"every method {ours.__name__} overrides is in OVERRIDES of longctx/training/patches/overrides.py, "
         "with the fingerprint of the upstream method (`python -m longctx.training.patches.check --print`)"
     )
+    users = [trainer for trainer, _ in trainer_classes() if ours in trainer.__mro__]
     for name, override in registered.items():
-        assert resolve(override.method) is getattr(base, name), (
-            f"{override.method} is not the method `super().{name}` reaches from {ours.__name__}"
-        )
+        listed = [resolve(path) for path in (override.method, *dict(override.also_overrides))]
+        for trainer in users:
+            assert reached_upstream(trainer, name) in listed, (
+                f"`super().{name}` of {ours.__name__} reaches {reached_upstream(trainer, name).__qualname__} from "
+                f"{trainer.__name__}: list it in the entry's `method` or `also_overrides`"
+            )
         assert override.written_against and "==" in override.written_against
 
 
 def test_every_override_belongs_to_a_trainer():
-    owners = {f"{ours.__module__}:{ours.__qualname__}" for ours, _ in trainer_classes()}
+    owners = {f"{ours.__module__}:{ours.__qualname__}" for ours, _ in our_override_classes()}
     assert {o.overridden_by.rsplit(".", 1)[0] for o in OVERRIDES} == owners
+
+
+def override_owners() -> dict[str, set[str]]:
+    """{upstream method: our classes that override it} over the three trainers' MROs. A Trainer method is one
+    upstream method whichever TRL class redefines it (SFTTrainer's and DPOTrainer's `_save_checkpoint`); a
+    constructor is each class's own."""
+    from transformers import Trainer
+
+    owners: dict[str, set[str]] = {}
+    for trainer, _ in trainer_classes():
+        for ours in filter(first_party, trainer.__mro__):
+            upstream = [c for c in trainer.__mro__ if not first_party(c)]
+            for name, value in vars(ours).items():
+                if name == "__init__" or not callable(value) or not any(name in vars(c) for c in upstream):
+                    continue
+                key = f"Trainer.{name}" if hasattr(Trainer, name) else reached_upstream(trainer, name).__qualname__
+                owners.setdefault(key, set()).add(ours.__name__)
+    return owners
+
+
+def test_no_upstream_method_is_overridden_by_two_of_our_classes():
+    """What the trainers share lives once, in LongContextTrainerBase: an upstream method overridden by two of our
+    classes is a copy (or a second layer over the base's) that drifts."""
+    twice = {method: sorted(classes) for method, classes in override_owners().items() if len(classes) > 1}
+    assert not twice, f"overridden by more than one class (move it to longctx/training/trainer_base.py): {twice}"
 
 
 def test_the_override_scan_sees_a_new_override():

@@ -10,10 +10,12 @@ from longctx.training.patches.overrides import OVERRIDES
 from longctx.training.patches.registry import PATCHES
 
 EVAL_METHODS = ("get_eval_dataloader", "compute_loss", "evaluation_loop")
-SP_EVAL = [p for p in PATCHES if p.installed_by.startswith("longctx.training.sequence_parallel.eval_loss:")] + [
+REGISTRATION = "longctx.training.sequence_parallel.registration:install_sp_registration"  # keeps SP in eval
+SP_EVAL = [p for p in PATCHES if p.installed_by == REGISTRATION] + [
     o
     for o in OVERRIDES
-    if o.overridden_by.startswith("longctx.training.trainer:") and o.overridden_by.rsplit(".", 1)[-1] in EVAL_METHODS
+    if o.overridden_by.startswith(("longctx.training.trainer:", "longctx.training.trainer_base:"))
+    and o.overridden_by.rsplit(".", 1)[-1] in EVAL_METHODS
 ]
 PREPARE_DEEPSPEED = "accelerate.accelerator.Accelerator._prepare_deepspeed"
 
@@ -52,15 +54,21 @@ def test_the_upstream_switch_is_still_the_one_turned_back_on(monkeypatch):
     """accelerate still asks for SP off in eval, and the installed registration turns it back on."""
     from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
-    from longctx.training.sequence_parallel import eval_loss
+    from longctx.training.sequence_parallel import eval_loss, registration
 
     assert PREPARE_DEEPSPEED in dict(SP_EVAL[0].relies_on)
     assert 'kwagrs["disable_in_eval"] = True' in inspect.getsource(resolve(PREPARE_DEEPSPEED))
     seen = {}
-    monkeypatch.setattr(
-        UlyssesSPAttentionHF, "register_with_transformers", classmethod(lambda cls, **kw: seen.update(kw))
-    )
-    monkeypatch.setitem(eval_loss._installed, "done", False)
+
+    def upstream(cls, model, attention, sp, rows, length, variable, disable_in_eval, max_length):
+        seen.update(sequence_parallel_size=sp, disable_in_eval=disable_in_eval)
+
+    monkeypatch.setattr(UlyssesSPAttentionHF, "register_with_transformers", classmethod(upstream))
+    monkeypatch.setattr(registration, "_needs", dict(registration._needs, keep_in_eval=False))
+    monkeypatch.setattr(registration, "_upstream", {"function": None})
     eval_loss.keep_sp_in_eval()
-    UlyssesSPAttentionHF.register_with_transformers(sequence_parallel_size=2, disable_in_eval=True)
+    UlyssesSPAttentionHF.register_with_transformers(
+        model_name_or_path=None, core_attn_implementation="sdpa", sequence_parallel_size=2, micro_batch_size=1,
+        disable_in_eval=True,
+    )  # fmt: skip
     assert seen == {"sequence_parallel_size": 2, "disable_in_eval": False}

@@ -14,8 +14,9 @@ to run a model that was not prepared, so a trainer cannot run a half-prepared on
 process are untouched.
 """
 
-from longctx.training.attention.document_layout import install_document_layout, install_shared_prefix_layout
+from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.attention.isolation import require_position_ids
+from longctx.training.attention.stack import install_model_layers
 from longctx.training.layers.linear_attention import (
     enable_linear_attention_sp,
     refuse_unconverted_recurrent_layers,
@@ -35,8 +36,7 @@ def prepare_model(model, recipe, args, accelerator, role: str = "policy") -> Non
     require_position_ids(model, recipe, args)  # a packed training batch without them is an error
     attention = getattr(model.config, "_attn_implementation", None)  # Ulysses renames it only in train()
     install_document_layout(model, recipe, attention)  # documents' starts read once a forward
-    if getattr(args, "prefix_sharing", False):  # a shared prompt's two answers: branches of one document
-        enable_prefix_sharing(model, recipe)
+    install_model_layers(model, recipe, args)  # prefix sharing (longctx/training/attention/stack.py MODEL_LAYERS)
     apply_alst(model, recipe)  # TiledMLP and activation-checkpoint offload, as the recipe asks
     # Gated DeltaNet (Qwen3.5): heads across the SP group, recurrence and convolution restarted per document
     lines = [enable_linear_attention_sp(model, recipe, sp)]
@@ -62,25 +62,3 @@ def require_prepared(model, role: str) -> None:
             f"the {role} model ({type(inner).__name__}) reached training without the per-model fixes "
             "(longctx/training/model_fixes.py `prepare_model`): it would compute other numbers than the policy"
         )
-
-
-def enable_prefix_sharing(model, recipe) -> None:
-    """Read the rows' restarts at p > 0 as branches of a shared prompt (longctx/training/attention/shared_prefix.py),
-    on the attention paths that implement it: full attention through the isolated sdpa. Refused elsewhere."""
-    from longctx.config.recipe import RecipeError
-    from longctx.training.attention.isolation import sliding_window_layers
-    from longctx.training.attention.sinks import sink_family
-
-    config = model.config
-    layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"])
-    why = None
-    if getattr(config, "_attn_implementation", None) != "sdpa":
-        why = f"attention {config._attn_implementation!r} (prefix sharing runs on sdpa's document isolation)"
-    elif sliding_window_layers(config) or layer_types != {"full_attention"}:
-        why = "sliding-window or linear-attention layers (a branch would need the prompt's state: not implemented)"
-    elif (family := sink_family(config)) is not None:
-        why = f"attention sinks ({family.name})"
-    if why is None and install_shared_prefix_layout(model):
-        return
-    fix = "set `prefix_sharing: false`"
-    raise RecipeError(recipe.config_source, [f"`prefix_sharing` is not supported with {why or 'this model'}; {fix}"])

@@ -10,15 +10,10 @@ from pathlib import Path
 # run as a script, this folder is sys.path[0]: its secrets.py would shadow the standard library's for every import
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from longctx.training import process_patches  # noqa: E402 (after the sys.path fix)
+from longctx.training.attention import stack  # noqa: E402 (after the sys.path fix)
 
-
-def upstream_registration() -> None:
-    """DeepSpeed's `register_with_transformers` left as it is."""
-
-
-# the name install_process_patches calls
-process_patches.fit_ulysses_to_layer_shapes = upstream_registration
+# DeepSpeed's `register_with_transformers` left as it is: the stack without its per-layer head split
+stack.ATTENTION_STACK = tuple(layer for layer in stack.ATTENTION_STACK if layer.name != "layer_shapes")
 entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

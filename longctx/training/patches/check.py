@@ -63,7 +63,8 @@ def fingerprint(dotted: str) -> str:
 def _sources(entry: Patch | Override) -> tuple[str, dict[str, str | None]]:
     """(where this repository acts, {fingerprinted upstream path: recorded sha256}) of one registry entry."""
     if isinstance(entry, Override):
-        return f"override {entry.overridden_by}", {entry.method: entry.source_sha256, **dict(entry.relies_on)}
+        reached = {entry.method: entry.source_sha256, **dict(entry.also_overrides)}
+        return f"override {entry.overridden_by}", {**reached, **dict(entry.relies_on)}
     return f"patch installed by {entry.installed_by}", {entry.target: entry.source_sha256, **dict(entry.relies_on)}
 
 

@@ -27,3 +27,6 @@ class Override:
     written_against: str
     source_sha256: str  # sha256 of inspect.getsource(method) at that version
     relies_on: tuple[tuple[str, str], ...] = ()  # (dotted path, sha256 of its source): upstream code it assumes
+    # (dotted path, sha256): for a method of the shared trainer base, the same-named upstream methods its `super()`
+    # reaches from the other TRL trainers (GRPOTrainer's own loaders, each TRL class's `_save_checkpoint`)
+    also_overrides: tuple[tuple[str, str], ...] = ()

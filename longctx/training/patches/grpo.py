@@ -54,21 +54,6 @@ GRPO_PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
-    Patch(
-        target=REGISTER[0],
-        installed_by="longctx.training.rl.ulysses:rows_per_forward",
-        why="around the GRPO trainer's engine preparation only, accelerate's call registers Ulysses for one row per "
-        "forward (`micro_batch_size=1`): its all-to-all reshapes by that batch size, and a GRPO micro-step is one "
-        "group row whatever `per_device_train_batch_size` (completions) is; wraps whatever registration is in place "
-        "(keep_sp_in_eval's) and restores it",
-        written_against="deepspeed==0.19.8, accelerate==1.15.0",
-        source_sha256=REGISTER[1],
-        relies_on=(
-            PREPARE_DEEPSPEED,
-            (f"{ULYSSES}.__init__", "709035ee5cab073ecfa6e80029e24124990b97f44fb76ef0cdb17d51a4f260c7"),
-            ULYSSES_FORWARD,
-        ),
-    ),
 )
 
 GRPO_OVERRIDES: tuple[Override, ...] = (
@@ -199,36 +184,5 @@ GRPO_OVERRIDES: tuple[Override, ...] = (
                 "81697f5f3100a3adc31abbfef0fb5feaead0ccc284aeec3c77f1513454efcff7",
             ),
         ),
-    ),
-    Override(
-        method="transformers.trainer.Trainer._prepare_for_training",
-        overridden_by=f"{GRPO_TRAINER}._prepare_for_training",
-        why="inside rl/ulysses.py's one-row registration; the SP dataloader adapter it builds (tensor batches) is "
-        "unwrapped back to the prompt loader",
-        written_against="transformers==5.23.0, accelerate==1.15.0, deepspeed==0.19.8",
-        source_sha256="f55950593d7e10c0034044f9f6d37943f6d034bab5d123ae9810cf35735f3c93",
-        relies_on=(PREPARE_DEEPSPEED,),
-    ),
-    Override(
-        method="transformers.trainer.Trainer.train",
-        overridden_by=f"{GRPO_TRAINER}.train",
-        why="as the SFT trainer's: DeepSpeed's universal checkpoint loading set before it builds the engine",
-        written_against="transformers==5.23.0",
-        source_sha256="9a3c2bcd066d8f990115e3f396d938cc47154518c4758e3438444b3f57f2b1b0",
-    ),
-    Override(
-        method=f"{GRPO}._save_checkpoint",
-        overridden_by=f"{GRPO_TRAINER}._save_checkpoint",
-        why="atomic checkpoints as the SFT and DPO trainers' (training/checkpoints/commit.py) around TRL's (its model "
-        "card, the Trainer's save, the adaptive-entropy state)",
-        written_against="trl==1.16.0, transformers==5.23.0",
-        source_sha256="ec91bde1236491119dc68afed1d02f087b62b17f910521f8e4ba1360cc0b0e20",
-    ),
-    Override(
-        method="transformers.trainer.Trainer._save",
-        overridden_by=f"{GRPO_TRAINER}._save",
-        why="as the SFT trainer's: the effective model config beside a LoRA adapter",
-        written_against="transformers==5.23.0, peft==0.21.2",
-        source_sha256="b136889e8792837686efc159b5297c5cc60d68d75102d0b0c643c136c57223ce",
     ),
 )

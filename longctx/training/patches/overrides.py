@@ -1,12 +1,15 @@
-"""The trainers' method overrides (longctx/training/trainer.py, longctx/training/preference/trainer.py),
-fingerprinted like patches: no upstream object is replaced, but each override calls the upstream method through
-`super()` and assumes what it does. `tests/test_patches.py` requires every method a trainer overrides to be listed
-here."""
+"""The trainers' method overrides, fingerprinted like patches: no upstream object is replaced, but each override
+calls the upstream method through `super()` and assumes what it does. What the three trainers share is overridden
+once, by LongContextTrainerBase (longctx/training/trainer_base.py), and listed once here, with every upstream
+method its `super()` reaches from SFTTrainer, DPOTrainer and GRPOTrainer (`method` and `also_overrides`); each
+trainer's own overrides follow. `tests/test_patches.py` requires every method a trainer class or the base overrides
+to be listed here, and no upstream method to be overridden by two of our classes."""
 
 from longctx.training.patches.entries import Override
-from longctx.training.patches.grpo import GRPO_OVERRIDES
+from longctx.training.patches.grpo import GRPO_OVERRIDES, PREPARE_DEEPSPEED
 from longctx.training.patches.registry import STAGE3, STAGE12
 
+TRAINER_BASE = "longctx.training.trainer_base:LongContextTrainerBase"
 TRAINER = "longctx.training.trainer:LongContextSFTTrainer"
 DPO_TRAINER = "longctx.training.preference.trainer:LongContextDPOTrainer"
 ULYSSES_ADAPTER = (
@@ -17,34 +20,38 @@ ULYSSES_ADAPTER_FACTORY = (
     "accelerate.accelerator.Accelerator.deepspeed_ulysses_dl_adapter",
     "7a03bf63ad71b1b540e1d74e467220b9efc400b4400c2db9efcd98a36d3f4065",
 )
+GRPO_TRAIN_LOADER = (
+    "trl.trainer.grpo_trainer.GRPOTrainer.get_train_dataloader",
+    "2bffe5a57c539e17dafbdec15ca8fce48aaee94599bc7900fbbf5618ba1c7bb5",
+)
+GRPO_EVAL_LOADER = (
+    "trl.trainer.grpo_trainer.GRPOTrainer.get_eval_dataloader",
+    "301561e842dd5fbe2038f03888b92156c746b59fa80cfbb0869b5179f1d6d10c",
+)
+SFT_SAVE_CHECKPOINT_SHA = "b6ee0a370c266b6f6ada183d32719e4f689ac7a54086c1ec40a69a79e79921c6"  # DPOTrainer's alike
+GRPO_SAVE_CHECKPOINT_SHA = "ec91bde1236491119dc68afed1d02f087b62b17f910521f8e4ba1360cc0b0e20"
 
-# The trainer's method overrides (longctx/training/trainer.py): no upstream object is replaced, but each
-# override calls the upstream method through `super()` and assumes what it does, so its source is fingerprinted
-# like a patch's. `tests/test_patches.py` requires every override of the class to be listed here.
-OVERRIDES: tuple[Override, ...] = (
-    Override(
-        method="trl.trainer.sft_trainer.SFTTrainer.__init__",
-        overridden_by=f"{TRAINER}.__init__",
-        why="the per-model fixes run after it: it has loaded the model and applied PEFT and Liger",
-        written_against="trl==1.16.0",
-        source_sha256="90b61e42b6900b05ae668cb2aeaee6c8ef35e62f78eacebb4ec2a7886bf33255",
-    ),
+# LongContextTrainerBase's overrides: one entry per upstream method name, for all three trainers
+BASE_OVERRIDES: tuple[Override, ...] = (
     Override(
         method="transformers.trainer.Trainer.train",
-        overridden_by=f"{TRAINER}.train",
-        why="sets DeepSpeed's universal checkpoint loading before it builds the engine",
+        overridden_by=f"{TRAINER_BASE}.train",
+        why="sets DeepSpeed's universal checkpoint loading before it builds the engine (all three trainers)",
         written_against="transformers==5.23.0",
         source_sha256="9a3c2bcd066d8f990115e3f396d938cc47154518c4758e3438444b3f57f2b1b0",
     ),
     Override(
         method="transformers.trainer.Trainer.get_train_dataloader",
-        overridden_by=f"{TRAINER}.get_train_dataloader",
-        why="sp x dp: the prepared loader's shard is relabelled (training/sp_data_order.py) so each step trains "
-        "a dp-only run's rows; relies on accelerate's shard sampler reading `process_index` at iteration time. "
-        "`balance_rows`: the loader's own sampler (accelerate's seeded shuffle, its epoch set through "
-        "`set_epoch`) is wrapped by the work-balanced one through `set_sampler` (training/data/balance.py)",
-        written_against="transformers==5.23.0, accelerate==1.15.0",
+        overridden_by=f"{TRAINER_BASE}.get_train_dataloader",
+        why="SFT and DPO (`loads_sp_group_rows`), sp x dp: the prepared loader's shard is relabelled "
+        "(sequence_parallel/data_order.py) so each step trains a dp-only run's rows; relies on accelerate's shard "
+        "sampler reading `process_index` at iteration time. SFT's `balance_rows`: the loader's own sampler "
+        "(accelerate's seeded shuffle, its epoch set through `set_epoch`) is wrapped by the work-balanced one "
+        "through `set_sampler` (training/data/balance.py); "
+        "GRPO's loader (TRL's repeat sampler) is returned as it is",
+        written_against="transformers==5.23.0, accelerate==1.15.0, trl==1.16.0",
         source_sha256="205a99685f8facd98a273c284296c1dc5b6a598499afbfaefd5dc1d363425771",
+        also_overrides=(GRPO_TRAIN_LOADER,),
         relies_on=(
             (
                 "accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
@@ -66,10 +73,12 @@ OVERRIDES: tuple[Override, ...] = (
     ),
     Override(
         method="transformers.trainer.Trainer._prepare_for_training",
-        overridden_by=f"{TRAINER}._prepare_for_training",
-        why="the SP dataloader adapter it builds is rebuilt as ResumableSPAdapter (a subclass that forwards "
-        "`set_epoch` and skips resumed micro-steps; uses the adapter's `dl`, `iter`, `micro_batches`), which "
-        "`_run_epoch` then iterates",
+        overridden_by=f"{TRAINER_BASE}._prepare_for_training",
+        why="SFT and DPO: the SP dataloader adapter it builds is rebuilt as ResumableSPAdapter (a subclass that "
+        "forwards `set_epoch` and skips resumed micro-steps; uses the adapter's `dl`, `iter`, `micro_batches`), "
+        "which `_run_epoch` then iterates; DPO's reference pass runs on the engine it built (after a resumed "
+        "checkpoint was loaded into it). GRPO: run inside rl/ulysses.py's one-row registration, the adapter "
+        "unwrapped back to the prompt loader",
         written_against="transformers==5.23.0, accelerate==1.15.0, deepspeed==0.19.8",
         source_sha256="f55950593d7e10c0034044f9f6d37943f6d034bab5d123ae9810cf35735f3c93",
         relies_on=(
@@ -79,52 +88,57 @@ OVERRIDES: tuple[Override, ...] = (
                 "transformers.trainer.Trainer._run_epoch",
                 "31aff00f34c302a241b458727e59ae4befab906c51632831b90f6dac4357b823",
             ),
+            PREPARE_DEEPSPEED,
         ),
     ),
     Override(
         method="transformers.trainer.Trainer.get_batch_samples",
-        overridden_by=f"{TRAINER}.get_batch_samples",
-        why="also counts the step's label tokens (`shift_labels`) on all ranks for the token-weighted SP loss",
+        overridden_by=f"{TRAINER_BASE}.get_batch_samples",
+        why="also counts on all ranks what the step's loss is a mean over: SFT's label tokens (`shift_labels`) "
+        "for the token-weighted SP loss, DPO's pairs; nothing for GRPO",
         written_against="transformers==5.23.0",
         source_sha256="0b3727386f73f67053b12b91e01c69673c8baf57e9a68769220a25515c468f94",
     ),
-    # ---- evaluation under SP (longctx/training/sequence_parallel/eval_loss.py)
     Override(
         method="transformers.trainer.Trainer.get_eval_dataloader",
-        overridden_by=f"{TRAINER}.get_eval_dataloader",
-        why="eval rows split across ranks (label-free padding rows, not repeats) and, under SP, wrapped in "
-        "DeepSpeed's SP dataloader adapter like the train dataloader",
-        written_against="transformers==5.23.0, accelerate==1.15.0",
+        overridden_by=f"{TRAINER_BASE}.get_eval_dataloader",
+        why="SFT and DPO: eval rows split across ranks (padding rows without labels or pairs, not repeats) and, "
+        "under SP, wrapped in DeepSpeed's SP dataloader adapter like the train dataloader; GRPO: TRL's",
+        written_against="transformers==5.23.0, accelerate==1.15.0, trl==1.16.0",
         source_sha256="dd1c9287ad46f5ae6fdc17fa93304b41fc87e6b6d4f157d1415741cd9e44c77b",
+        also_overrides=(GRPO_EVAL_LOADER,),
         relies_on=(ULYSSES_ADAPTER_FACTORY,),
     ),
     Override(
-        method="trl.trainer.sft_trainer.SFTTrainer.compute_loss",
-        overridden_by=f"{TRAINER}.compute_loss",
-        why="in eval under SP, the training loss path (label-token-weighted across the SP group) instead of a "
-        "per-shard loss; every eval call also adds to the token-weighted eval loss; in training the loss is shown "
-        "to the run guard (training/faults/guard.py: a NaN or Inf one stops or skips the step)",
-        written_against="trl==1.16.0",
-        source_sha256="ca448211ff653fe621b45498c79bf4f94b26286146442c361f0a8c3592b3b4c1",
-    ),
-    Override(
         method="transformers.trainer.Trainer.evaluation_loop",
-        overridden_by=f"{TRAINER}.evaluation_loop",
-        why="loss only (no logits gathered) and `eval_loss` replaced by the mean over every label token",
-        written_against="transformers==5.23.0",
+        overridden_by=f"{TRAINER_BASE}.evaluation_loop",
+        why="SFT and DPO: loss only (no logits gathered) and `eval_loss` replaced by the mean over every label "
+        "token (SFT) or held-out pair (DPO); relies on DPOTrainer.prediction_step calling compute_loss",
+        written_against="transformers==5.23.0, trl==1.16.0",
         source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
+        relies_on=(
+            (
+                "trl.trainer.dpo_trainer.DPOTrainer.prediction_step",
+                "1b6b7f23f5e020942e49f5752e7af4f8a0283d08584e6e735c8172a5ad1ae9a8",
+            ),
+        ),
     ),
     Override(
         method="trl.trainer.sft_trainer.SFTTrainer._save_checkpoint",
-        overridden_by=f"{TRAINER}._save_checkpoint",
+        overridden_by=f"{TRAINER_BASE}._save_checkpoint",
         why="atomic checkpoints (training/checkpoints/commit.py): marks the folder in progress, runs it (TRL's model "
-        "card, then the Trainer's save) with `save_total_limit` set to None, so the Trainer's rotation (which deletes "
-        "old checkpoints before the new one is complete, on rank 0 alone) is off, then marks the folder complete "
+        "card, GRPO's adaptive-entropy state, then the Trainer's save) with `save_total_limit` set to None, so the "
+        "Trainer's rotation (which deletes old checkpoints before the new one is complete, on rank 0 alone) is off, "
+        "then marks the folder complete "
         "once every rank's files are written and rotates; relies on the Trainer saving into "
         "`output_dir/checkpoint-{global_step}` and on `_maybe_log_save_evaluate` saving whenever `should_save` is "
         "set (a preemption sets it: training/faults/guard.py)",
         written_against="trl==1.16.0, transformers==5.23.0",
-        source_sha256="b6ee0a370c266b6f6ada183d32719e4f689ac7a54086c1ec40a69a79e79921c6",
+        source_sha256=SFT_SAVE_CHECKPOINT_SHA,
+        also_overrides=(
+            ("trl.trainer.dpo_trainer.DPOTrainer._save_checkpoint", SFT_SAVE_CHECKPOINT_SHA),
+            ("trl.trainer.grpo_trainer.GRPOTrainer._save_checkpoint", GRPO_SAVE_CHECKPOINT_SHA),
+        ),
         relies_on=(
             (
                 "transformers.trainer.Trainer._save_checkpoint",
@@ -142,7 +156,7 @@ OVERRIDES: tuple[Override, ...] = (
     ),
     Override(
         method="transformers.trainer.Trainer._save",
-        overridden_by=f"{TRAINER}._save",
+        overridden_by=f"{TRAINER_BASE}._save",
         why="also writes the effective model config (the recipe's overrides, e.g. its rope) beside a LoRA adapter, "
         "which PEFT saves without one; relies on save_model calling _save for the output and every checkpoint",
         written_against="transformers==5.23.0, peft==0.21.2",
@@ -158,7 +172,30 @@ OVERRIDES: tuple[Override, ...] = (
             ),
         ),
     ),
-    # ---- preference training (longctx/training/preference/trainer.py): TRL's DPOTrainer under SP
+)
+
+# The SFT trainer's own overrides (longctx/training/trainer.py)
+SFT_OVERRIDES: tuple[Override, ...] = (
+    Override(
+        method="trl.trainer.sft_trainer.SFTTrainer.__init__",
+        overridden_by=f"{TRAINER}.__init__",
+        why="the per-model fixes run after it: it has loaded the model and applied PEFT and Liger",
+        written_against="trl==1.16.0",
+        source_sha256="90b61e42b6900b05ae668cb2aeaee6c8ef35e62f78eacebb4ec2a7886bf33255",
+    ),
+    Override(
+        method="trl.trainer.sft_trainer.SFTTrainer.compute_loss",
+        overridden_by=f"{TRAINER}.compute_loss",
+        why="in eval under SP, the training loss path (label-token-weighted across the SP group) instead of a "
+        "per-shard loss; every eval call also adds to the token-weighted eval loss; in training the loss is shown "
+        "to the run guard (training/faults/guard.py: a NaN or Inf one stops or skips the step)",
+        written_against="trl==1.16.0",
+        source_sha256="ca448211ff653fe621b45498c79bf4f94b26286146442c361f0a8c3592b3b4c1",
+    ),
+)
+
+# ---- preference training (longctx/training/preference/trainer.py): TRL's DPOTrainer under SP
+DPO_OVERRIDES: tuple[Override, ...] = (
     Override(
         method="trl.trainer.dpo_trainer.DPOTrainer.__init__",
         overridden_by=f"{DPO_TRAINER}.__init__",
@@ -248,96 +285,6 @@ OVERRIDES: tuple[Override, ...] = (
             ("trl.trainer.utils.use_adapter", "edd0e493f99fa68595b34e5f8e26b7b19ad33c315470b53a659440695ef43657"),
         ),
     ),
-    Override(
-        method="transformers.trainer.Trainer.train",
-        overridden_by=f"{DPO_TRAINER}.train",
-        why="as the SFT trainer's: DeepSpeed's universal checkpoint loading set before it builds the engine",
-        written_against="transformers==5.23.0",
-        source_sha256="9a3c2bcd066d8f990115e3f396d938cc47154518c4758e3438444b3f57f2b1b0",
-    ),
-    Override(
-        method="transformers.trainer.Trainer.get_train_dataloader",
-        overridden_by=f"{DPO_TRAINER}.get_train_dataloader",
-        why="binds the train table of reference log-probs to the collator; sp x dp shard relabel as for SFT",
-        written_against="transformers==5.23.0, accelerate==1.15.0",
-        source_sha256="205a99685f8facd98a273c284296c1dc5b6a598499afbfaefd5dc1d363425771",
-        relies_on=(
-            (
-                "accelerate.data_loader.BatchSamplerShard._iter_with_no_split",
-                "4e3931c05d9c5141334d91747ef99f2842238006ae56457ca9985f245bd4a3ed",
-            ),
-        ),
-    ),
-    Override(
-        method="transformers.trainer.Trainer._prepare_for_training",
-        overridden_by=f"{DPO_TRAINER}._prepare_for_training",
-        why="the resumable SP adapter as for SFT, then the reference pass on the engine it built (after a resumed "
-        "checkpoint was loaded into it, so a resume reads the stored table instead)",
-        written_against="transformers==5.23.0, accelerate==1.15.0, deepspeed==0.19.8",
-        source_sha256="f55950593d7e10c0034044f9f6d37943f6d034bab5d123ae9810cf35735f3c93",
-        relies_on=(ULYSSES_ADAPTER, ULYSSES_ADAPTER_FACTORY),
-    ),
-    Override(
-        method="transformers.trainer.Trainer.get_batch_samples",
-        overridden_by=f"{DPO_TRAINER}.get_batch_samples",
-        why="also counts the step's pairs on all ranks (the loss is their mean)",
-        written_against="transformers==5.23.0",
-        source_sha256="0b3727386f73f67053b12b91e01c69673c8baf57e9a68769220a25515c468f94",
-    ),
-    Override(
-        method="transformers.trainer.Trainer.get_eval_dataloader",
-        overridden_by=f"{DPO_TRAINER}.get_eval_dataloader",
-        why="held-out rows split across ranks (pair-less padding rows) and sharded by the SP adapter",
-        written_against="transformers==5.23.0, accelerate==1.15.0",
-        source_sha256="dd1c9287ad46f5ae6fdc17fa93304b41fc87e6b6d4f157d1415741cd9e44c77b",
-        relies_on=(ULYSSES_ADAPTER_FACTORY,),
-    ),
-    Override(
-        method="transformers.trainer.Trainer.evaluation_loop",
-        overridden_by=f"{DPO_TRAINER}.evaluation_loop",
-        why="loss only, and `eval_loss` the mean over every held-out pair; relies on DPOTrainer.prediction_step "
-        "calling compute_loss",
-        written_against="transformers==5.23.0, trl==1.16.0",
-        source_sha256="a0fe4d6536f8a84ac906705a6de328c351dc2ac9ec7016d9577581fb6c5a43c3",
-        relies_on=(
-            (
-                "trl.trainer.dpo_trainer.DPOTrainer.prediction_step",
-                "1b6b7f23f5e020942e49f5752e7af4f8a0283d08584e6e735c8172a5ad1ae9a8",
-            ),
-        ),
-    ),
-    Override(
-        method="transformers.trainer.Trainer._save",
-        overridden_by=f"{DPO_TRAINER}._save",
-        why="as the SFT trainer's: the effective model config beside a LoRA adapter",
-        written_against="transformers==5.23.0, peft==0.21.2",
-        source_sha256="b136889e8792837686efc159b5297c5cc60d68d75102d0b0c643c136c57223ce",
-    ),
-    Override(
-        method="trl.trainer.dpo_trainer.DPOTrainer._save_checkpoint",
-        overridden_by=f"{DPO_TRAINER}._save_checkpoint",
-        why="atomic checkpoints (training/checkpoints/commit.py): marks the folder in progress, runs it (TRL's model "
-        "card, then the Trainer's save) with `save_total_limit` set to None, so the Trainer's rotation (which deletes "
-        "old checkpoints before the new one is complete, on rank 0 alone) is off, then marks the folder complete "
-        "once every rank's files are written and rotates; relies on the Trainer saving into "
-        "`output_dir/checkpoint-{global_step}` and on `_maybe_log_save_evaluate` saving whenever `should_save` is "
-        "set (a preemption sets it: training/faults/guard.py)",
-        written_against="trl==1.16.0, transformers==5.23.0",
-        source_sha256="b6ee0a370c266b6f6ada183d32719e4f689ac7a54086c1ec40a69a79e79921c6",
-        relies_on=(
-            (
-                "transformers.trainer.Trainer._save_checkpoint",
-                "a9111e30faa9933986e022e56b5af81fd990356db64d727b4c320c852283bf3b",
-            ),
-            (
-                "transformers.trainer.Trainer._maybe_log_save_evaluate",
-                "af101534f0f7b2d7fa6984044242e6f125c51092b05c755566c14823f2b43696",
-            ),
-            (
-                "transformers.trainer_utils.rotate_checkpoints",
-                "4aac03e039844595f9446ef8f68a34e2e83086b6bdd65d146c5c15c32cb912e3",
-            ),
-        ),
-    ),
 )
-OVERRIDES += GRPO_OVERRIDES  # the GRPO trainer's (longctx/training/patches/grpo.py)
+
+OVERRIDES: tuple[Override, ...] = BASE_OVERRIDES + SFT_OVERRIDES + DPO_OVERRIDES + GRPO_OVERRIDES

@@ -242,14 +242,22 @@ PATCHES: tuple[Patch, ...] = (
             ),
         ),
     ),
-    # ---- evaluation under SP (longctx/training/sequence_parallel/eval_loss.py): upstream turns SP off in eval; these
-    # turn it back on
+    # ---- DeepSpeed's Ulysses registration, replaced once (longctx/training/sequence_parallel/registration.py)
     Patch(
         target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
-        installed_by="longctx.training.sequence_parallel.eval_loss:keep_sp_in_eval",
-        why="accelerate registers Ulysses attention with `disable_in_eval=True`; the wrapper forces False so eval "
-        "attention stays sharded across the SP group at the trained length",
-        written_against="deepspeed==0.19.8, accelerate==1.15.0",
+        installed_by="longctx.training.sequence_parallel.registration:install_sp_registration",
+        why="one replacement composing, in one order, what the attention stack needs of the call accelerate makes in "
+        "`prepare`: (1) GRPO's engine preparation registers for one group row per forward (`micro_batch_size=1`: "
+        "its all-to-all reshapes by that batch size); (2) `disable_in_eval` forced False (accelerate passes True) so "
+        "eval attention stays sharded at the trained length; (3) with `parallelism_config_sp_ring_size` > 1, "
+        "HybridSPAttention is registered instead (a subclass of UlyssesSPAttentionHF over a Ulysses group of U = "
+        "sp / R ranks whose core attention is the ring; the same DeepSpeed SP groups, the same mask-dropping "
+        "wrapper under the core attention's name; relies on the module's forward gathering position_ids over its "
+        "group and calling `self.attn` on the chunk); (4) for a config with per-layer head overrides (Gemma 4's "
+        "global layers), which transformers refuses to read globally, upstream reads them for the one call, the "
+        "instance is swapped to the per-call-shaped subclass and every layer's heads are checked against sp; "
+        "relies on accelerate passing the keywords of this signature",
+        written_against="deepspeed==0.19.8, accelerate==1.15.0, transformers==5.23.0",
         source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
         relies_on=(
             # the upstream switch turned back on: passes `disable_in_eval=True` when the signature has it
@@ -257,20 +265,6 @@ PATCHES: tuple[Patch, ...] = (
                 "accelerate.accelerator.Accelerator._prepare_deepspeed",
                 "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
             ),
-        ),
-    ),
-    # ---- hybrid Ulysses x ring SP (longctx/training/sequence_parallel/hybrid.py)
-    Patch(
-        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
-        installed_by="longctx.training.sequence_parallel.hybrid:use_ring",
-        why="with `parallelism_config_sp_ring_size` > 1, accelerate's call registers HybridSPAttention instead (a "
-        "subclass of UlyssesSPAttentionHF over a Ulysses group of U = sp / R ranks whose core attention is the ring): "
-        "the same DeepSpeed SP groups (initialize_sequence_parallel), the same mask-dropping wrapper under the core "
-        "attention's name; relies on the module's forward gathering position_ids over its group and calling "
-        "`self.attn` on the chunk, and on accelerate passing the keywords of this signature; without a ring, upstream",
-        written_against="deepspeed==0.19.8, accelerate==1.15.0",
-        source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
-        relies_on=(
             (
                 "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.__init__",
                 "709035ee5cab073ecfa6e80029e24124990b97f44fb76ef0cdb17d51a4f260c7",
@@ -284,23 +278,6 @@ PATCHES: tuple[Patch, ...] = (
                 "7f45303bb95dc4330ecc704f24a56b961c147093a9cbf7282a8a0b8d02242509",
             ),
             (
-                "accelerate.accelerator.Accelerator._prepare_deepspeed",
-                "32d86ff7e08a1f2d55a806375b1cdab3d57eff48b3eded9d3abd4ed9c1bab564",
-            ),
-        ),
-    ),
-    # ---- Gemma 4: layers of different head shapes under Ulysses (longctx/training/sequence_parallel/layer_shapes.py)
-    Patch(
-        target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
-        installed_by="longctx.training.sequence_parallel.layer_shapes:fit_ulysses_to_layer_shapes",
-        why="upstream builds one UlyssesSPAttentionHF from the text config's head_dim and num_key_value_heads, which "
-        "transformers refuses to read for a config with per-layer overrides (Gemma 4's global layers); the wrapper "
-        "lets it read them for the one call, swaps the instance to the per-call-shaped subclass and checks every "
-        "layer's heads against sp",
-        written_against="deepspeed==0.19.8, transformers==5.23.0",
-        source_sha256="2db24401cfd942467ef19145ce0752ce7857501b1f75543cfd20e59b8d2c9142",
-        relies_on=(
-            (
                 "transformers.integrations.heterogeneity.configuration_utils.HeterogeneousConfigMixin",
                 "6e47234bf8accefcd376ab1f277833a9741a84a63d1590ebbedaef96194654c2",
             ),
@@ -312,7 +289,7 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         target="deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",
-        installed_by="longctx.training.sequence_parallel.layer_shapes:fit_ulysses_to_layer_shapes",
+        installed_by="longctx.training.sequence_parallel.layer_shapes:register_fitted",
         why="the registered instance's class becomes a subclass whose forward first sets the head count, head size "
         "and KV head count (and the replication factor and required shapes derived from them) from the call's "
         "tensors, then runs this forward: each layer is split by its own heads; relies on the attributes __init__ "

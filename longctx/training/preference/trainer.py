@@ -12,9 +12,11 @@ overrides in `OVERRIDES` of longctx/training/patches/registry.py:
   exact per pair (metrics.py);
 - the reference log-probs precomputed on the training mesh before the first step, stored and reused on resume, or
   computed live (reference.py); TRL's own reference model and precompute pass are not built;
-- the SFT trainer's SP fixes, called the same way: resumable SP loader, sp x dp data order, universal checkpoints,
-  per-model fixes (document isolation, position_ids required, ALST), the run's callbacks, eval sharded like
-  training with an exact held-out loss.
+- what every long-context trainer shares, from LongContextTrainerBase (longctx/training/trainer_base.py): resumable
+  SP loader, sp x dp data order, universal and atomic checkpoints, per-model fixes (document isolation,
+  position_ids required, ALST), the run's callbacks, eval sharded like training with an exact held-out loss;
+  this class keeps rows unbalanced (a pair row is not work-balanced) and adds its hooks: the reference pass on the
+  built engine, the step's pair count, pair-less eval padding, the pair-mean eval loss.
 """
 
 import dataclasses
@@ -22,19 +24,14 @@ import dataclasses
 import torch
 from trl import DPOTrainer
 
-from longctx.training.checkpoints.commit import save_atomically
-from longctx.training.checkpoints.resume import checkpoint_topology, relabel_shards, resumable
-from longctx.training.checkpoints.universal import use_universal_if_needed
-from longctx.training.model_build import save_effective_config
-from longctx.training.model_fixes import prepare_model, require_prepared
+from longctx.training.model_fixes import prepare_model
 from longctx.training.preference.log_probs import pair_sums
 from longctx.training.preference.loss import preference_loss
 from longctx.training.preference.metrics import exact_eval_loss, record
 from longctx.training.preference.reference import live_reference, reference_table
 from longctx.training.sequence_parallel.eval_loss import RankShare
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
-from longctx.training.sequence_parallel.mesh import sp_enabled, sp_size
-from longctx.training.trainer import LongContextSFTTrainer
+from longctx.training.trainer_base import LongContextTrainerBase
 
 
 def refuse_router_aux(trainer) -> None:
@@ -63,8 +60,11 @@ class PairlessPadding(RankShare):
         return row
 
 
-class LongContextDPOTrainer(DPOTrainer):
+class LongContextDPOTrainer(LongContextTrainerBase, DPOTrainer):
     """`LongContextDPOTrainer(..., recipe=recipe, model_args=model_args)`; `args` is a PreferenceConfig."""
+
+    eval_builds_logits = False  # the held-out loss is a mean over pairs: no logits are built
+    eval_row_share = PairlessPadding
 
     def __init__(self, *args, recipe, model_args, **kwargs):
         self.recipe, self.model_args = recipe, model_args
@@ -79,12 +79,13 @@ class LongContextDPOTrainer(DPOTrainer):
         super().__init__(*args, **kwargs)
         config.precompute_ref_log_probs = False
         self.loss_is_scaled_for_ga = True  # weighted over the step's pairs already (_compute_loss)
-        self.sp = sp_size(self.accelerator)
         if self.sp > 1:  # what DeepSpeed divides the summed gradients by decides the reduction's gradient
             set_gradient_divisor(self.accelerator, self.sp)
         refuse_router_aux(self)
-        LongContextSFTTrainer.install_model_fixes(self)  # the policy: prepare_model, as SFT's (prefix sharing too)
-        LongContextSFTTrainer.add_run_callbacks(self)  # throughput/MFU/memory, topology.json, optimizer report
+        # the train table of reference log-probs, filled in place by the reference pass (after_engine_built)
+        self.data_collator.reference = self.reference_tables["train"]
+        self.install_model_fixes()  # the policy: prepare_model, as SFT's (prefix sharing too)
+        self.add_run_callbacks()  # throughput/MFU/memory, topology.json, optimizer report
 
     def create_accelerator_and_postprocess(self):
         """Also prepare a `frozen_model` reference with the policy's fixes (longctx/training/model_fixes.py). Trainer
@@ -108,65 +109,28 @@ class LongContextDPOTrainer(DPOTrainer):
         """Not here: before the engine exists, without SP. reference.py computes them in _prepare_for_training."""
         return dataset
 
-    def get_train_dataloader(self):
-        """The collator carries the train table's reference log-probs; under sp x dp each rank loads the rows a
-        dp-only run trains at every step (longctx/training/sequence_parallel/data_order.py)."""
-        self.data_collator.reference = self.reference_tables["train"]
-        loader = super().get_train_dataloader()
-        relabel_shards(loader, self.accelerator)
-        return loader
-
-    def get_eval_dataloader(self, eval_dataset=None):
-        """This rank's share of the held-out rows, sharded across the SP group like training rows."""
-        from torch.utils.data import DataLoader
-
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        acc = self.accelerator
-        share = PairlessPadding(dataset, acc.process_index, acc.num_processes, self.args.eval_batch_size)
-        collate = dataclasses.replace(self.data_collator, reference=self.reference_tables["eval"])
-        loader = DataLoader(share, batch_size=self.args.eval_batch_size, collate_fn=collate)
-        return acc.deepspeed_ulysses_dl_adapter(loader, self.model) if sp_enabled(acc) else loader
+    def eval_collator(self):
+        """The collator carrying the eval table's reference log-probs."""
+        return dataclasses.replace(self.data_collator, reference=self.reference_tables["eval"])
 
     # ---- training
 
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        """A converted checkpoint resumed on another mesh loads as universal: set before the engine is built."""
-        if isinstance(resume_from_checkpoint, str):
-            mesh = checkpoint_topology(self.accelerator, self.recipe.config_source, self.args.seed)
-            use_universal_if_needed(self.accelerator, resume_from_checkpoint, mesh)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
-
-    def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):
-        """The resumable SP loader (as SFT), then the reference pass on the engine DeepSpeed just built."""
-        model, loader = super()._prepare_for_training(max_steps, train_dataloader, resume_from_checkpoint)
-        loader = resumable(loader)
-        self.callback_handler.train_dataloader = loader
-        require_prepared(self.model, "policy")  # no model runs half-prepared (model_fixes.py)
-        if self.ref_model is not None:
-            require_prepared(self.ref_model, "reference")
+    def after_engine_built(self, model, resume_from_checkpoint) -> None:
+        """The reference pass on the engine DeepSpeed just built (after a resumed checkpoint was loaded into it, so
+        a resume reads the stored table instead)."""
         if self.args.reference_log_probs == "precomputed":
             resuming = resume_from_checkpoint is not None
             sets = [("train", self.train_dataset)] + ([("eval", self.eval_dataset)] if self.eval_dataset else [])
             for split, dataset in sets:
                 table = reference_table(self, model, dataset, split, self.sp_group(), resuming)
                 self.reference_tables[split].update(table)
-        return model, loader
 
-    def get_batch_samples(self, epoch_iterator, num_batches, device):
-        """Also count the optimizer step's pairs on all ranks: the loss is their mean (each SP group's ranks hold
-        the same rows, so the world's count is sp times the step's)."""
-        batch_samples, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)
+    def count_step_weights(self, batch_samples) -> None:
+        """The optimizer step's pairs on all ranks: the loss is their mean (each SP group's ranks hold the same
+        rows, so the world's count is sp times the step's)."""
         local = sum(sum(batch["sequence_counts"]) // 2 for batch in batch_samples)
         total = self.accelerator.gather(torch.tensor([local], device=self.args.device)).sum().item()
         self._step_pairs = max(total // self.sp, 1)
-        return batch_samples, num_items_in_batch
-
-    def sp_group(self):
-        if self.sp == 1:
-            return None
-        from deepspeed.utils import groups
-
-        return groups._get_sequence_parallel_group()
 
     def _compute_loss(self, model, inputs, return_outputs):
         """Whole answers' log-probs over the SP group, the recipe's loss over the pairs, TRL's metrics per pair."""
@@ -206,27 +170,12 @@ class LongContextDPOTrainer(DPOTrainer):
 
     # ---- evaluation: sharded like training; eval_loss the mean over every held-out pair
 
-    def evaluation_loop(
-        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
-    ):
-        """Loss only (no logits are built), and `<prefix>_loss` the mean over the held-out pairs (upstream: a mean
-        of batch means, which changes with how rows fall into batches)."""
+    def reset_eval_loss(self) -> None:
         self.eval_pair_losses = []
-        output = super().evaluation_loop(dataloader, description, True, ignore_keys, metric_key_prefix)
+
+    def report_eval_loss(self, metrics: dict, prefix: str) -> None:
+        """`<prefix>_loss` the mean over every held-out pair, and how many pairs that is."""
         loss = exact_eval_loss(self)
         if loss is not None:
-            output.metrics[f"{metric_key_prefix}_loss"] = loss
-            output.metrics[f"{metric_key_prefix}_pairs"] = len(self.eval_pair_losses) // self.sp
-        return output
-
-    # ---- saving
-
-    def _save_checkpoint(self, model, trial):
-        """Atomic, as the SFT trainer's (longctx/training/checkpoints/commit.py)."""
-        save_atomically(self, lambda: super(LongContextDPOTrainer, self)._save_checkpoint(model, trial))
-
-    def _save(self, output_dir=None, state_dict=None):
-        """Also the effective model config beside a LoRA adapter (longctx/training/model_build.py)."""
-        super()._save(output_dir, state_dict)
-        if self.args.should_save:
-            save_effective_config(self.accelerator.unwrap_model(self.model), output_dir or self.args.output_dir)
+            metrics[f"{prefix}_loss"] = loss
+            metrics[f"{prefix}_pairs"] = len(self.eval_pair_losses) // self.sp

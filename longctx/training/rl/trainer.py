@@ -17,7 +17,8 @@ mechanisms live in modules of their own (longctx/training/rl/):
   run's (resume.py);
 - the reference of the KL term built from the recipe like the policy (reference.py); the SP data path without
   DeepSpeed's SP dataloader adapter (each rank loads its own prompts; its group trains the union);
-- the SFT trainer's per-model fixes and run callbacks, universal and atomic checkpoints, as for DPO.
+- the shared base's (longctx/training/trainer_base.py) per-model fixes and run callbacks, universal and atomic
+  checkpoints, as for DPO; its SP-group data path is off (`loads_sp_group_rows`): upstream's loaders and eval.
 """
 
 import torch
@@ -26,11 +27,6 @@ from trl import GRPOTrainer
 from trl.models.utils import unwrap_model_for_generation
 
 from longctx.config.recipe import RecipeError
-from longctx.training.checkpoints.commit import save_atomically
-from longctx.training.checkpoints.resume import checkpoint_topology
-from longctx.training.checkpoints.universal import use_universal_if_needed
-from longctx.training.model_build import save_effective_config
-from longctx.training.model_fixes import require_prepared
 from longctx.training.rl.batches import deal_groups
 from longctx.training.rl.generation import generate_shared_prefill
 from longctx.training.rl.log_probs import GroupScorer
@@ -38,15 +34,17 @@ from longctx.training.rl.loss import bnpo_group_scale
 from longctx.training.rl.reference import prepare_reference
 from longctx.training.rl.resume import RestoreStepCounters, epoch_sampler
 from longctx.training.rl.support import refuse_unsupported
-from longctx.training.rl.ulysses import attention_before_sp, local_attention, rows_per_forward
+from longctx.training.rl.ulysses import attention_before_sp, local_attention
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
-from longctx.training.sequence_parallel.mesh import sp_size
-from longctx.training.trainer import LongContextSFTTrainer
+from longctx.training.sequence_parallel.registration import rows_per_forward
+from longctx.training.trainer_base import LongContextTrainerBase
 
 
-class LongContextGRPOTrainer(GRPOTrainer):
+class LongContextGRPOTrainer(LongContextTrainerBase, GRPOTrainer):
     """`LongContextGRPOTrainer(..., recipe=recipe, model_args=model_args, ref_model=...)`; `args` is a
     GRPORecipeConfig; `ref_model` the frozen starting model when `beta` > 0 without LoRA."""
+
+    loads_sp_group_rows = False  # every rank loads and generates its own prompts; rows are built after generation
 
     def __init__(self, *args, recipe, model_args, ref_model=None, **kwargs):
         self.recipe, self.model_args = recipe, model_args
@@ -57,7 +55,6 @@ class LongContextGRPOTrainer(GRPOTrainer):
         finally:
             config.beta = beta
         self.beta = beta
-        self.sp = sp_size(self.accelerator)
         self.uses_adapter_reference = is_peft_model(self.model)
         refuse_unsupported(self, self.sp)
         if beta and not self.uses_adapter_reference:
@@ -66,17 +63,10 @@ class LongContextGRPOTrainer(GRPOTrainer):
             set_gradient_divisor(self.accelerator, self.sp)
         self.attention_name = self.model.config._attn_implementation
         self.attention_without_sp = attention_before_sp(self.attention_name)  # before accelerate registers Ulysses
-        LongContextSFTTrainer.install_model_fixes(self)  # the policy: prepare_model, as SFT's (prefix sharing too)
-        LongContextSFTTrainer.add_run_callbacks(self)  # throughput/MFU/memory, topology.json, optimizer report
+        self.install_model_fixes()  # the policy: prepare_model, as SFT's (prefix sharing too)
+        self.add_run_callbacks()  # throughput/MFU/memory, topology.json, optimizer report
         self._scorer = None
         self.add_callback(RestoreStepCounters(self))  # a resumed run's `_step` and prompt order (rl/resume.py)
-
-    def sp_group(self):
-        if self.sp == 1:
-            return None
-        from deepspeed.utils import groups
-
-        return groups._get_sequence_parallel_group()
 
     def scorer(self) -> GroupScorer:
         """How this rank scores its SP group's rows (built once the SP group exists: after accelerate's prepare)."""
@@ -193,37 +183,13 @@ class LongContextGRPOTrainer(GRPOTrainer):
         repeats a batch over the group), so the data-parallel width of the loader is the world."""
         return 1
 
-    def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):
-        """Ulysses registered for one group row per forward (ulysses.py); and the Trainer wraps the loader in
-        DeepSpeed's SP adapter, which shards tensor batches along the sequence, where GRPO's batches are prompts
-        and its rows are built after generation: the plain loader is kept."""
+    def engine_registration(self):
+        """Ulysses registered for one group row per forward (rl/ulysses.py): a GRPO micro-step is one group row."""
+        return rows_per_forward(1)
+
+    def loader_after_engine(self, loader):
+        """The plain loader: the Trainer wraps it in DeepSpeed's SP adapter, which shards tensor batches along the
+        sequence, where GRPO's batches are prompts and its rows are built after generation."""
         from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPDataLoaderAdapter
 
-        with rows_per_forward(1):
-            model, loader = super()._prepare_for_training(max_steps, train_dataloader, resume_from_checkpoint)
-        require_prepared(self.model, "policy")  # no model runs half-prepared (longctx/training/model_fixes.py)
-        if self.ref_model is not None:
-            require_prepared(self.ref_model, "reference")
-        if isinstance(loader, UlyssesSPDataLoaderAdapter):
-            loader = loader.dl
-            self.callback_handler.train_dataloader = loader
-        return model, loader
-
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        """A converted checkpoint resumed on another mesh loads as universal: set before the engine is built."""
-        if isinstance(resume_from_checkpoint, str):
-            mesh = checkpoint_topology(self.accelerator, self.recipe.config_source, self.args.seed)
-            use_universal_if_needed(self.accelerator, resume_from_checkpoint, mesh)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
-
-    # ---- saving
-
-    def _save_checkpoint(self, model, trial):
-        """Atomic, as the SFT trainer's (longctx/training/checkpoints/commit.py)."""
-        save_atomically(self, lambda: super(LongContextGRPOTrainer, self)._save_checkpoint(model, trial))
-
-    def _save(self, output_dir=None, state_dict=None):
-        """Also the effective model config beside a LoRA adapter (longctx/training/model_build.py)."""
-        super()._save(output_dir, state_dict)
-        if self.args.should_save:
-            save_effective_config(self.accelerator.unwrap_model(self.model), output_dir or self.args.output_dir)
+        return loader.dl if isinstance(loader, UlyssesSPDataLoaderAdapter) else loader

@@ -4,7 +4,8 @@ Why: accelerate registers Ulysses SP (`UlyssesSPAttentionHF.register_with_transf
 the recipe's attention name (`sdpa`), sized for `per_device_train_batch_size` rows per forward: its all-to-all
 reshapes by that batch size (only the sequence length may vary). A GRPO micro-step is one row whatever the batch
 size counts (`per_device_train_batch_size` is completions, which the trainer packs into one group row per forward:
-longctx/training/rl/log_probs.py), so `rows_per_forward(1)` registers it for one row. And the wrapper all-to-alls
+longctx/training/rl/log_probs.py), so `rows_per_forward(1)` (sequence_parallel/registration.py) registers it for
+one row. And the wrapper all-to-alls
 every attention call across the SP group, which ranks decoding their own prompts (different lengths, different
 numbers of steps) cannot do: `local_attention` puts back, while a rank generates, the function the wrapper wraps
 (the isolated sdpa), read when the trainer is built, before accelerate registers Ulysses.
@@ -35,24 +36,3 @@ def local_attention(name: str | None, function):
         yield
     finally:
         ALL_ATTENTION_FUNCTIONS[name] = wrapper
-
-
-@contextlib.contextmanager
-def rows_per_forward(rows: int):
-    """Inside, accelerate's registration of Ulysses SP sizes its all-to-all for `rows` rows per forward."""
-    from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
-
-    descriptor = UlyssesSPAttentionHF.__dict__["register_with_transformers"]  # upstream's, or keep_sp_in_eval's
-    registered = descriptor.__func__
-
-    def register_with_transformers(cls, *args, **kwargs):
-        kwargs["micro_batch_size"] = rows
-        return registered(cls, *args, **kwargs)
-
-    register_with_transformers.__wrapped__ = registered  # accelerate inspects the signature for `disable_in_eval`
-    # registered in longctx/training/patches/registry.py
-    UlyssesSPAttentionHF.register_with_transformers = classmethod(register_with_transformers)
-    try:
-        yield
-    finally:
-        UlyssesSPAttentionHF.register_with_transformers = descriptor

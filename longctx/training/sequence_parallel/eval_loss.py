@@ -35,25 +35,13 @@ from longctx.training.layers.router_aux import forward_with_exact_router_aux
 from longctx.training.sequence_parallel.group_sum import sp_group_sum
 from longctx.training.sequence_parallel.mesh import sp_enabled, sp_size
 
-_installed = {"done": False}
-
 
 def keep_sp_in_eval() -> None:
-    """Register Ulysses attention with `disable_in_eval=False`, whatever accelerate asks (idempotent)."""
-    if _installed["done"]:
-        return
-    from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+    """Register Ulysses attention with `disable_in_eval=False`, whatever accelerate asks (idempotent): a need of the
+    one replacement of DeepSpeed's registration (longctx/training/sequence_parallel/registration.py)."""
+    from longctx.training.sequence_parallel.registration import need
 
-    upstream = UlyssesSPAttentionHF.register_with_transformers.__func__
-
-    def register_with_transformers(cls, *args, **kwargs):
-        kwargs["disable_in_eval"] = False  # accelerate passes True; eval must shard like training
-        return upstream(cls, *args, **kwargs)
-
-    register_with_transformers.__wrapped__ = upstream  # accelerate inspects the signature for the keyword
-    # registered in longctx/training/patches/registry.py
-    UlyssesSPAttentionHF.register_with_transformers = classmethod(register_with_transformers)
-    _installed["done"] = True
+    need("keep_in_eval")
 
 
 class RankShare(Dataset):
@@ -100,14 +88,16 @@ class TokenLoss:
         return ((t[0] / t[1]).item() if t[1] > 0 else float("nan")), int(t[1].item()) // sp_size
 
 
-def sp_eval_dataloader(trainer, eval_dataset=None):
-    """This rank's share of the eval rows (`RankShare`), under SP through DeepSpeed's adapter like training rows."""
+def sp_eval_dataloader(trainer, eval_dataset=None, share=None, collate=None):
+    """This rank's share of the eval rows (`share`: `RankShare` or a subclass that says what its padding rows
+    hold), collated by `collate` (the trainer's collator by default), under SP through DeepSpeed's adapter like
+    training rows."""
     acc = trainer.accelerator
     dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
     if isinstance(dataset, str):  # one of several named eval sets, as upstream names them
         dataset = trainer.eval_dataset[dataset]
-    share = RankShare(dataset, acc.process_index, acc.num_processes, trainer.args.eval_batch_size)
-    loader = DataLoader(share, batch_size=trainer.args.eval_batch_size, collate_fn=trainer.data_collator)
+    rows = (share or RankShare)(dataset, acc.process_index, acc.num_processes, trainer.args.eval_batch_size)
+    loader = DataLoader(rows, batch_size=trainer.args.eval_batch_size, collate_fn=collate or trainer.data_collator)
     return acc.deepspeed_ulysses_dl_adapter(loader, trainer.model) if sp_enabled(acc) else loader
 
 

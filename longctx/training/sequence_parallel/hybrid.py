@@ -24,7 +24,7 @@ from longctx.training.attention.document_layout import LAYOUT_KWARG, layout_for
 from longctx.training.attention.isolation import _state as isolation
 from longctx.training.sequence_parallel.ring import RingGroup, ring_attention
 
-_config = {"ring_size": 1, "balance": "auto", "isolate": True, "upstream": None}
+_config = {"ring_size": 1, "balance": "auto", "isolate": True}
 
 
 class HybridAttentionError(ValueError):
@@ -119,50 +119,39 @@ def make_wrapper(uattn: HybridSPAttention):
     return uattn_wrapper
 
 
-def register_hybrid(
-    cls,
-    model_name_or_path,
-    core_attn_implementation,
-    sequence_parallel_size,
-    micro_batch_size,
-    seq_length=None,
-    seq_length_is_variable=True,
-    disable_in_eval=False,
-    max_length=None,
-):
+def register_hybrid(upstream, cls, call):
     """`UlyssesSPAttentionHF.register_with_transformers` with a ring: the hybrid module in the attention registry.
 
-    Same signature (accelerate inspects it for `disable_in_eval`); without a ring, upstream's own."""
-    ring_size = _config["ring_size"]
+    Called by the one replacement of DeepSpeed's registration with its `UlyssesCall` (registration.py); without a
+    ring, `upstream`'s own."""
+    ring_size, sequence_parallel_size = _config["ring_size"], call.sequence_parallel_size
     if sequence_parallel_size == 1 or ring_size == 1:
-        return _config["upstream"](
-            cls, model_name_or_path, core_attn_implementation, sequence_parallel_size, micro_batch_size,
-            seq_length, seq_length_is_variable, disable_in_eval, max_length,
-        )  # fmt: skip
+        return upstream(cls, *call)
     import deepspeed.runtime.sequence_parallel.parallel_state_sp as mpu
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     mpu.initialize_sequence_parallel(sequence_parallel_size=sequence_parallel_size)
     ulysses = sequence_parallel_size // ring_size
     ulysses_group, ring_group = build_groups(sequence_parallel_size, ulysses)
-    text = model_name_or_path.config.get_text_config()
+    text = call.model_name_or_path.config.get_text_config()
+    variable, seq_length = call.seq_length_is_variable, call.seq_length
     uattn = HybridSPAttention(
         ring=RingGroup(ring_group, balance=_config["balance"]),
         sequence_group=mpu.get_sequence_parallel_group(),
         isolate=_config["isolate"],
-        batch_size=micro_batch_size,
+        batch_size=call.micro_batch_size,
         attn_head_count=text.num_attention_heads,
         attn_head_size=getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads,
         kv_head_count=text.num_key_value_heads,
         num_hidden_layers=text.num_hidden_layers,
         process_group=ulysses_group,
-        seq_length_is_variable=seq_length_is_variable,
-        local_seq_length=None if seq_length_is_variable else seq_length // sequence_parallel_size,
-        global_seq_length=None if seq_length_is_variable else seq_length // ring_size,
-        disable_in_eval=disable_in_eval,
+        seq_length_is_variable=variable,
+        local_seq_length=None if variable else seq_length // sequence_parallel_size,
+        global_seq_length=None if variable else seq_length // ring_size,
+        disable_in_eval=call.disable_in_eval,
     )
-    uattn.core_attn_implementation = core_attn_implementation
-    ALL_ATTENTION_FUNCTIONS[core_attn_implementation] = make_wrapper(uattn)
+    uattn.core_attn_implementation = call.core_attn_implementation
+    ALL_ATTENTION_FUNCTIONS[call.core_attn_implementation] = make_wrapper(uattn)
     return mpu
 
 
@@ -183,7 +172,7 @@ def install_hybrid_sp(recipe, model_args=None, model=None) -> str:
     """Route accelerate's Ulysses registration through `register_hybrid` when the recipe's topology has a ring;
     refuse, before training, a model with attention the ring does not compute (longctx/config/rules/ring.py).
 
-    Call before `keep_sp_in_eval` (which wraps whatever registration is installed). Returns the line to print."""
+    Returns the line to print."""
     from longctx.config.recipe import RecipeError, recipe_topology
     from longctx.config.rules.ring import RING_KEY, attention_features
 
@@ -207,10 +196,7 @@ def install_hybrid_sp(recipe, model_args=None, model=None) -> str:
 def use_ring(ring_size: int, isolate: bool = True) -> None:
     """Make DeepSpeed's registration build the hybrid with a ring of `ring_size` (the entrypoint through
     `install_hybrid_sp`, the leak probe directly); idempotent."""
+    from longctx.training.sequence_parallel.registration import need
+
     _config.update(ring_size=ring_size, isolate=isolate)
-    if _config["upstream"] is None:
-        upstream = UlyssesSPAttentionHF.register_with_transformers.__func__
-        _config["upstream"] = upstream
-        register_hybrid.__wrapped__ = upstream
-        # registered in longctx/training/patches/registry.py
-        UlyssesSPAttentionHF.register_with_transformers = classmethod(register_hybrid)
+    need("ring", register_hybrid if ring_size > 1 else None)

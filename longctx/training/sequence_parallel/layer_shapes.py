@@ -12,15 +12,17 @@ What: `PerLayerShapesUlysses`, a subclass of DeepSpeed's class whose forward fir
 and KV head count it works with (and the KV replication factor it derives from them) to the call's tensors, then
 runs the upstream forward unchanged, so each layer is split by its own heads: Ulysses gives rank r the
 contiguous query heads [r H / sp, (r + 1) H / sp) of that layer and its KV heads the same way (replicated first
-when fewer than sp), which is what one GPU computes, head by head. `fit_ulysses_to_layer_shapes` wraps the
-registration: for a config with per-layer attribute overrides it lets upstream read the global values for the
-one call, swaps the instance it built to the subclass, and checks every layer's heads against sp at once, so an
-sp that does not divide some layer type's heads is refused before the first step rather than at that layer.
+when fewer than sp), which is what one GPU computes, head by head. `register_fitted` is the
+registration (called by sequence_parallel/registration.py): for a config with per-layer attribute overrides it
+lets upstream read the global values for the one call, swaps the instance it built to the subclass, and checks
+every layer's heads against sp at once, so an sp that does not divide some layer type's heads is refused before
+the first step rather than at that layer.
 """
 
-import torch
+import functools
 
-_installed = {"done": False}
+import torch
+from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
 
 class PerLayerShapesUlysses:
@@ -49,6 +51,7 @@ class PerLayerShapesUlysses:
         self._fitted = (heads, kv_heads, head_size)
 
 
+@functools.cache  # one subclass per upstream class, however many registrations
 def per_layer_class(upstream: type) -> type:
     return type("PerLayerShapes" + upstream.__name__, (PerLayerShapesUlysses, upstream), {})
 
@@ -78,38 +81,34 @@ def has_per_layer_heads(text_config) -> bool:
 
 
 def fit_ulysses_to_layer_shapes() -> None:
-    """Wrap `UlyssesSPAttentionHF.register_with_transformers` for models with per-layer head shapes (idempotent)."""
-    if _installed["done"]:
-        return
-    from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+    """Split each layer by its own head shapes under Ulysses (idempotent): a need of the one replacement of DeepSpeed's
+    registration (longctx/training/sequence_parallel/registration.py), which calls `register_fitted`."""
+    from longctx.training.sequence_parallel.registration import need
 
-    upstream = UlyssesSPAttentionHF.register_with_transformers.__func__
-    subclass = per_layer_class(UlyssesSPAttentionHF)
+    need("layer_shapes", register_fitted)
 
-    def register_with_transformers(cls, *args, **kwargs):
-        model = kwargs.get("model_name_or_path", args[0] if args else None)
-        config = getattr(model, "config", None)
-        text = config.get_text_config() if config is not None else None
-        if text is None or not has_per_layer_heads(text):
-            return upstream(cls, *args, **kwargs)
-        allowed = text.allow_global_per_layer_attribute_access
-        text.allow_global_per_layer_attribute_access = True  # upstream reads one head_dim; fitted per call below
-        try:
-            mpu = upstream(cls, *args, **kwargs)
-        finally:
-            text.allow_global_per_layer_attribute_access = allowed
-        if mpu is None:  # sp == 1: nothing registered
-            return mpu
-        uattn = registered_instance(kwargs.get("core_attn_implementation"))
-        uattn.__class__ = subclass  # registered in longctx/training/patches/registry.py
-        for index, (heads, kv_heads, _) in enumerate(layer_heads(text)):
-            check_split(heads, kv_heads, uattn.world_size, f"layer {index} ({text.layer_types[index]})")
+
+def register_fitted(upstream, cls, call):
+    """DeepSpeed's registration (`upstream`, with registration.py's `UlyssesCall`) for a model with per-layer head
+    shapes: upstream reads the global values for the one call, then the instance it registered is fitted per call
+    and every layer checked against sp."""
+    config = getattr(call.model_name_or_path, "config", None)
+    text = config.get_text_config() if config is not None else None
+    if text is None or not has_per_layer_heads(text):
+        return upstream(cls, *call)
+    allowed = text.allow_global_per_layer_attribute_access
+    text.allow_global_per_layer_attribute_access = True  # upstream reads one head_dim; fitted per call below
+    try:
+        mpu = upstream(cls, *call)
+    finally:
+        text.allow_global_per_layer_attribute_access = allowed
+    if mpu is None:  # sp == 1: nothing registered
         return mpu
-
-    register_with_transformers.__wrapped__ = upstream  # accelerate inspects the signature for `disable_in_eval`
-    # registered in longctx/training/patches/registry.py
-    UlyssesSPAttentionHF.register_with_transformers = classmethod(register_with_transformers)
-    _installed["done"] = True
+    uattn = registered_instance(call.core_attn_implementation)
+    uattn.__class__ = per_layer_class(UlyssesSPAttentionHF)  # registered in longctx/training/patches/registry.py
+    for index, (heads, kv_heads, _) in enumerate(layer_heads(text)):
+        check_split(heads, kv_heads, uattn.world_size, f"layer {index} ({text.layer_types[index]})")
+    return mpu
 
 
 def registered_instance(attn_implementation: str):
