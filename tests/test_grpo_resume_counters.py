@@ -50,3 +50,30 @@ def test_the_epoch_set_again_at_each_epoch_start_changes_nothing():
 )
 def test_micro_steps_taken_counts_as_the_trainer(global_step, loader_length, accumulation, expected):
     assert micro_steps_taken(global_step, loader_length, accumulation) == expected
+
+
+class Trainer:
+    """What the callback reads and sets on the GRPO trainer, without building one."""
+
+    def __init__(self, num_iterations: int):
+        self.num_iterations, self._step, self.printed = num_iterations, 0, []
+        self._train_sampler = EpochRepeatSampler(**ARGS)
+        self.accelerator = self
+
+    def print(self, line: str) -> None:
+        self.printed.append(line)
+
+
+@pytest.mark.parametrize("num_iterations, note", [(1, False), (2, True)])
+def test_resume_sets_the_counters_and_says_when_it_regenerates(num_iterations, note):
+    """Step 3 of 4-micro-batch epochs at accumulation 2: epoch 1, 6 micro-steps. With `num_iterations: 2` a
+    generation spans 4 micro-steps, so 6 is inside one: the resumed step generates anew, and the run says so."""
+    from types import SimpleNamespace
+
+    from longctx.training.rl.resume import RestoreStepCounters
+
+    trainer = Trainer(num_iterations)
+    args = SimpleNamespace(gradient_accumulation_steps=2, steps_per_generation=2)
+    RestoreStepCounters(trainer).on_train_begin(args, SimpleNamespace(global_step=3), None, train_dataloader=[0] * 4)
+    assert (trainer._step, trainer._train_sampler.epoch) == (6, 1)
+    assert bool(trainer.printed) == note, trainer.printed
