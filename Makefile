@@ -21,7 +21,7 @@ LONGCTX := $(PY) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
+.PHONY: combinations help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -165,7 +165,8 @@ gpu-ladder: $(STAMP)
 
 # On the GPU node itself: its python3 and CUDA torch, no .venv (so no $(STAMP)); what the image lacks comes from the
 # archive `benchmarks/gpu_step.sh fetch` made on a machine with network (benchmarks/wheels-node/, carried with the run).
-# Rows: $OUT/gpu_step.jsonl or benchmarks/results/ (benchmarks/README.md, "GPU step benchmark").
+# The whole session (device.json, the gpu tests, the step rows) into $OUT or benchmarks/results/gpu-session-DATE/
+# (benchmarks/README.md, "Step 4 on the H200"); `benchmarks/gpu_step.sh run --cpu` runs it on CPU.
 gpu-bench:
 	$(if $(ARGS),$(error make gpu-bench runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@benchmarks/gpu_step.sh run $(FLAGS)
@@ -179,6 +180,10 @@ test-unit: $(STAMP) $(TINY_MODEL)/SOURCE.json
 
 test-all: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest -m "" $(PYTEST_ARGS)
+
+# docs/combinations.md and longctx/combinations/pairwise.json from the combination map (tests/test_combinations.py).
+combinations: $(STAMP)
+	$(PY) -m longctx.combinations
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

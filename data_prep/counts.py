@@ -19,6 +19,7 @@ FILL_EDGES = np.linspace(0.0, 1.0, 21)
 @dataclass
 class Counts:
     rows_read: int = 0
+    rows_held_out: int = 0  # rows of the data on the other side of `eval_holdout` (data_prep/eval_split.py)
     documents_in: int = 0
     documents_out: int = 0
     documents_split: int = 0
@@ -62,12 +63,18 @@ class Counts:
         slots = self.tokens_out + self.pad_tokens
         return self.tokens_out / slots if slots else 0.0
 
+    def rows_phrase(self) -> str:
+        """`14 rows`, and with a holdout `14 rows (30 in the data, 16 held out by eval_holdout)`: counts named as
+        the file has them, so a 30-row file is never reported as a 14-row one."""
+        return rows_phrase(self.rows_read, self.rows_held_out)
+
     def identity_holds(self) -> bool:
         return self.tokens_in == self.tokens_out + self.tokens_dropped + self.tokens_truncated
 
     def as_dict(self) -> dict:
         return {
             "rows_read": self.rows_read,
+            "rows_held_out": self.rows_held_out,
             "documents_in": self.documents_in,
             "documents_out": self.documents_out,
             "documents_split": self.documents_split,
@@ -88,3 +95,9 @@ class Counts:
             "document_length_histogram": {"edges": LENGTH_EDGES.tolist(), "counts": self.length_hist.tolist()},
             "sequence_fill_histogram": {"edges": FILL_EDGES.round(2).tolist(), "counts": self.fill_hist.tolist()},
         }
+
+
+def rows_phrase(rows: int, held_out: int) -> str:
+    if not held_out:
+        return f"{rows} rows"
+    return f"{rows} rows ({rows + held_out} in the data, {held_out} held out by `eval_holdout`)"

@@ -65,8 +65,9 @@ def _source_records(cfg):
     return records_of(cfg)[0]  # a second read, unmetered: the meter counts the first
 
 
-def select(cfg, records, records_again=None):
-    """The (location, row, problem) records on `cfg.role`'s side of the holdout; all of them without one."""
+def select(cfg, records, records_again=None, counts=None):
+    """The (location, row, problem) records on `cfg.role`'s side of the holdout; all of them without one.
+    `counts`: its `rows_held_out` counts the rows of the other side, so messages name rows as the data has them."""
     if not cfg.holdout:
         yield from records
         return
@@ -75,6 +76,8 @@ def select(cfg, records, records_again=None):
         is_eval = row is not None and row_score(row, cfg.seed) < cut
         if is_eval == want_eval:
             yield loc, row, problem
+        elif counts is not None:
+            counts.rows_held_out += 1
 
 
 def eval_config(cfg):

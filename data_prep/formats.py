@@ -6,12 +6,30 @@ loss on assistant turns only) and `prompt_completion` (loss on the completion on
 recognises ShareGPT rows (`conversations` of `from`/`value` turns, roles `human`/`gpt`) without any key. A row
 that does not fit is a counted problem with a reason (`malformed`, `empty`, `no_trainable_tokens`), never an
 exception; `auto` picks the format from the first readable row's columns.
+
+Alpaca rows (`instruction`, `input`, `output`, as axolotl's `alpaca` type and LLaMA-Factory's default columns
+name them) are prompt/completion rows without any key: the prompt is `instruction`, then a newline, then `input`
+when it is not empty (LLaMA-Factory's join; long-context data keeps its document in `input`), and the completion is
+`output`. `input_field` names another column to join (LLaMA-Factory's `query`, axolotl's `field_input`).
+
+A chat turn's content may be OpenAI's list of content parts (`[{"type": "text", "text": ...}, ...]`): its text parts
+are joined with nothing between them, as the Hugging Face chat templates that take parts render them; any other
+part (`image_url`, `input_audio`, `file`, ...) makes the row malformed, naming the part's type and where it is.
 """
 
+import difflib
 from dataclasses import dataclass, field
 
 from data_prep.errors import PrepError
-from longctx.config.data_keys import DEFAULT_ROLE_MAP, SHAREGPT_CONTENT, SHAREGPT_MESSAGES, SHAREGPT_ROLE
+from longctx.config.data_keys import (
+    ALPACA_COMPLETION,
+    ALPACA_INPUT,
+    ALPACA_PROMPT,
+    DEFAULT_ROLE_MAP,
+    SHAREGPT_CONTENT,
+    SHAREGPT_MESSAGES,
+    SHAREGPT_ROLE,
+)
 
 FORMATS = ("text", "messages", "prompt_completion")
 MAPPING_KEYS = {  # `columns` entry -> the recipe key that sets it
@@ -22,7 +40,9 @@ MAPPING_KEYS = {  # `columns` entry -> the recipe key that sets it
     "roles": "role_map",
     "prompt": "prompt_field",
     "completion": "completion_field",
+    "input": "input_field",
 }
+INPUT_JOIN = "\n"  # instruction + INPUT_JOIN + input: LLaMA-Factory's join of its `prompt` and `query` columns
 
 
 @dataclass(frozen=True)
@@ -36,6 +56,7 @@ class Columns:
     roles: dict = field(default_factory=dict)  # data's role value -> chat role, on top of DEFAULT_ROLE_MAP
     prompt: str = "prompt"
     completion: str = "completion"
+    input: str | None = None  # None: Alpaca's `input` beside an `instruction` prompt, else no input column
 
     @classmethod
     def of(cls, mapping: dict | None) -> "Columns":
@@ -52,7 +73,25 @@ class Columns:
             return (self.text,)
         if fmt == "messages":
             return (self.messages_column(row or {}),)
-        return (self.prompt, self.completion)
+        return self.prompt_columns(row or {})
+
+    def alpaca(self, row: dict) -> bool:
+        """A row in Alpaca's columns with the prompt/completion keys at their defaults and no `prompt` column."""
+        defaults = self.prompt == "prompt" and self.completion == "completion"
+        return defaults and "prompt" not in row and ALPACA_PROMPT in row and ALPACA_COMPLETION in row
+
+    def prompt_columns(self, row: dict) -> tuple[str, str]:
+        return (ALPACA_PROMPT, ALPACA_COMPLETION) if self.alpaca(row) else (self.prompt, self.completion)
+
+    def input_column(self, row: dict) -> str | None:
+        """The column joined after the prompt: `input_field`, else Alpaca's `input` after an `instruction` prompt."""
+        if self.input:
+            return self.input
+        return ALPACA_INPUT if self.prompt_columns(row)[0] == ALPACA_PROMPT and ALPACA_INPUT in row else None
+
+    def used(self, fmt: str, row: dict) -> set[str]:
+        """The columns a row of this format is read from."""
+        return {*self.needs(fmt, row), *([self.input_column(row)] if fmt == "prompt_completion" else [])} - {None}
 
     def role_of(self, turn: dict):
         """The chat role of a turn: the recipe's `role_map` first; ShareGPT's role names (`human`, `gpt`) when the
@@ -91,14 +130,37 @@ def detect_format(row: dict, where: str, columns: Columns | None = None) -> str:
     wanted = [columns.text, columns.messages or "messages", f"{columns.prompt} + {columns.completion}"]
     raise PrepError(
         f"{where}: cannot tell the dataset format from the columns {sorted(row)}: expected "
-        f"{', '.join(f'`{w}`' for w in wanted)}; {mapping_hint()}"
+        f"{', '.join(f'`{w}`' for w in wanted)}{misspelled(columns, row)}; {mapping_hint()}"
     )
+
+
+def misspelled(columns: Columns, row: dict) -> str:
+    """`; `instrution` (did you mean `instruction`?)` for each column the mapping names that the row lacks but
+    has one typo away, else ''."""
+    named = [columns.text, columns.messages, columns.prompt, columns.completion, columns.input]
+    hints = [
+        f"`{c}`{did_you_mean(c, row)}" for c in dict.fromkeys(named) if c and c not in row and did_you_mean(c, row)
+    ]
+    return f"; no column {', '.join(hints)}" if hints else ""
+
+
+def did_you_mean(col: str, row: dict) -> str:
+    """` (did you mean `x`?)` for a column name one typo away from one the row has, else ''."""
+    close = difflib.get_close_matches(col, [str(k) for k in row], n=1, cutoff=0.75)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def unused_text_columns(row: dict, fmt: str, columns: Columns) -> list[str]:
+    """The row's columns that hold text (a non-empty string with a space: not an id or a label) the format does
+    not read: a mapping that leaves one out trains without it, which must not happen silently."""
+    used = columns.used(fmt, row)
+    return sorted(k for k, v in row.items() if k not in used and isinstance(v, str) and " " in v.strip())
 
 
 def _string(row: dict, col: str, allow_empty: bool = False):
     """(value, None) or (None, problem) for a column that must hold a non-blank string."""
     if col not in row:
-        return None, ("malformed", f"missing column `{col}`")
+        return None, ("malformed", f"missing column `{col}`{did_you_mean(col, row)}")
     value = row[col]
     if not isinstance(value, str):
         return None, ("malformed", f"`{col}` must be a string, got {type(value).__name__}")
@@ -117,6 +179,10 @@ def _messages(row: dict, columns: Columns):
     chat = []
     for i, turn in enumerate(turns):
         role, content = (columns.role_of(turn), columns.content_of(turn)) if isinstance(turn, dict) else (0, 0)
+        if isinstance(content, list):
+            content, problem = _parts_text(content, f"{name}[{i}]")
+            if problem:
+                return None, problem
         if not isinstance(role, str) or not isinstance(content, str):
             return None, ("malformed", f"`{name}[{i}]` must be an object with {columns.turn_fields()}")
         chat.append({"role": role, "content": content})
@@ -127,6 +193,18 @@ def _messages(row: dict, columns: Columns):
     return chat, None
 
 
+def _parts_text(parts: list, where: str):
+    """(text, None) for OpenAI content parts that are all text, else (None, problem) naming the first other part."""
+    texts = []
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if kind != "text" or not isinstance(part.get("text"), str):
+            detail = f"`{where}.content[{j}]` is a `{kind}` part: only text parts (`type: text`) can be trained"
+            return None, ("malformed", detail)
+        texts.append(part["text"])
+    return "".join(texts), None
+
+
 def extract(row: dict, fmt: str, columns: Columns | None = None):
     """(payload, None) for a usable row, or (None, (reason, detail))."""
     columns = columns or Columns()
@@ -134,13 +212,29 @@ def extract(row: dict, fmt: str, columns: Columns | None = None):
         return _string(row, columns.text)
     if fmt == "messages":
         return _messages(row, columns)
-    prompt, problem = _string(row, columns.prompt, allow_empty=True)
+    prompt_col, completion_col = columns.prompt_columns(row)
+    prompt, problem = _string(row, prompt_col, allow_empty=True)
     if problem:
         return None, problem
-    completion, problem = _string(row, columns.completion)
+    prompt, problem = _with_input(prompt, row, columns.input_column(row))
+    if problem:
+        return None, problem
+    completion, problem = _string(row, completion_col)
     if problem:
         return None, ("no_trainable_tokens", problem[1]) if problem[0] == "empty" else problem
     return (prompt, completion), None
+
+
+def _with_input(prompt: str, row: dict, col: str | None):
+    """The prompt with the input column joined after it (INPUT_JOIN) when that column holds text."""
+    if col is None:
+        return prompt, None
+    value = row.get(col)
+    if value is None or value == "":
+        return prompt, None
+    if not isinstance(value, str):
+        return None, ("malformed", f"`{col}` must be a string, got {type(value).__name__}")
+    return (f"{prompt}{INPUT_JOIN}{value}" if prompt else value), None
 
 
 def has_columns(row: dict, fmt: str, columns: Columns | None = None) -> bool:

@@ -8,6 +8,7 @@ written chunk by chunk, each written file read back and counted against the repo
 """
 
 import itertools
+import sys
 import threading
 import time
 from collections import deque
@@ -19,7 +20,16 @@ from data_prep.config import PrepConfig
 from data_prep.counts import Counts
 from data_prep.errors import PrepError
 from data_prep.eval_split import eval_config, report_meta, select
-from data_prep.formats import Columns, detect_format, extract, has_columns, mapping_hint
+from data_prep.formats import (
+    MAPPING_KEYS,
+    Columns,
+    detect_format,
+    extract,
+    has_columns,
+    mapping_hint,
+    misspelled,
+    unused_text_columns,
+)
 from data_prep.progress import Progress
 from data_prep.report import nothing_usable, summary, too_many_dropped, write_report
 from data_prep.rows import write_rows
@@ -105,7 +115,9 @@ class Preparer:
             self.counts.rows_read += 1
             if row is not None:
                 self.readable += 1
-                self.first_row = self.first_row or (loc, row)
+                if self.first_row is None:
+                    self.first_row = (loc, row)
+                    self.warn_unused(fmt, loc, row)
                 self.with_columns += has_columns(row, fmt, self.columns)
                 if self.readable == COLUMN_PROBE_ROWS and not self.with_columns:
                     raise self.absent_columns(fmt)
@@ -124,11 +136,28 @@ class Preparer:
             self.locations.append(where)
             yield fmt, batch
 
+    def warn_unused(self, fmt: str, loc: str, row: dict) -> None:
+        """Say so when the first row holds text in a column the format leaves out (an Alpaca `input` under a
+        prompt/completion mapping that does not name it was trained without, silently)."""
+        unused = unused_text_columns(row, fmt, self.columns)
+        if not unused:
+            return
+        names = ", ".join(f"`{c}`" for c in unused)
+        keys = ", ".join(f"`{k}`" for k in MAPPING_KEYS.values())
+        print(
+            f"[data] warning: {loc}: column(s) {names} hold text that format `{fmt}` does not read (it reads "
+            f"{', '.join(f'`{c}`' for c in sorted(self.columns.used(fmt, row)))}); if they belong in training, "
+            f"map them with the recipe's keys ({keys})",
+            file=sys.stderr,
+            flush=True,
+        )
+
     def absent_columns(self, fmt: str) -> PrepError:
         loc, row = self.first_row
         need = " + ".join(f"`{c}`" for c in self.columns.needs(fmt, row))
         return PrepError(
-            f"{loc}: no row has the column(s) {need} that format `{fmt}` needs (columns found: {sorted(row)}); "
+            f"{loc}: no row has the column(s) {need} that format `{fmt}` needs (columns found: {sorted(row)})"
+            f"{misspelled(self.columns, row)}; "
             f"{mapping_hint()}"
         )
 
@@ -178,7 +207,9 @@ class Preparer:
         """Both passes into the writer; returns the format used."""
         self.meter = Meter()
         records, self.total_bytes = records_of(self.cfg, self.meter)
-        fmt, records = _first_format(self.cfg, select(self.cfg, records))  # one side of the holdout
+        fmt, records = _first_format(
+            self.cfg, select(self.cfg, records, counts=self.counts)
+        )  # one side of the holdout
         encoder = Encoder(self.cfg.tokenizer, self.cfg.num_proc, self.cfg.chat_template)
         tok = encoder.tok
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id

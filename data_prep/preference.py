@@ -1,9 +1,13 @@
 """Preference pairs (TRL's formats) tokenized as TRL 1.16's DPOTrainer does, then laid out as documents of one row.
 
-Formats: the columns `chosen` and `rejected`, with an explicit `prompt` or an implicit one (the common start of both,
-`trl.extract_prompt`), each either text or conversational (lists of `role`/`content` messages, rendered with the
-recipe's chat template). Tokenization is TRL's `DPOTrainer._prepare_dataset`: text answers get EOS appended, the
-prompt and prompt + answer are tokenized whole, and the answer starts where the two token lists diverge
+Formats: the columns `chosen` and `rejected`, with an explicit `prompt` (the column `prompt_field` names) or an
+implicit one (the common start of both, `trl.extract_prompt`), each either text or conversational (lists of
+`role`/`content` messages, rendered with the recipe's chat template). A prompt of the other kind than the answers is
+read as TRL's `maybe_extract_prompt` reads it: the answers carry the prompt, so it is extracted from them and the
+column is left out. That is the UltraFeedback-binarized shape (`prompt` a string, `chosen`/`rejected` message lists
+that repeat the user turn); Anthropic HH's (`chosen`/`rejected` strings holding the whole dialogue) is the implicit
+one. Tokenization is TRL's `DPOTrainer._prepare_dataset`: text answers get EOS appended, the prompt and prompt +
+answer are tokenized whole, and the answer starts where the two token lists diverge
 (`common_prefix_length`), so only answer tokens are trained (tests/test_preference_data.py compares with TRL).
 
 A pair becomes documents of one row, which the trainer's per-sequence log-probs need together:
@@ -54,13 +58,15 @@ def _is_chat(value) -> bool:
     return isinstance(value, list) and all(isinstance(m, dict) for m in value)
 
 
-def check_row(row: dict):
-    """(row, None) for a usable preference row, or (None, (reason, detail)); implicit prompts are extracted."""
+def check_row(row: dict, prompt_column: str = "prompt"):
+    """(row, None) for a usable preference row, or (None, (reason, detail)); implicit prompts are extracted as
+    TRL's `maybe_extract_prompt` does (module docstring). `prompt_column`: the recipe's `prompt_field`."""
     from trl.data_utils import extract_prompt
 
     missing = [c for c in PREFERENCE_COLUMNS if c not in row]
     if missing:
         return None, ("malformed", f"missing column(s) {missing}: a preference row needs `chosen` and `rejected`")
+    row = _named_prompt(row, prompt_column)
     values = [row.get("prompt", ""), row["chosen"], row["rejected"]]
     chat = [_is_chat(v) for v in values[1:]]
     if not (all(isinstance(v, str) for v in values[1:]) or all(chat)):
@@ -71,11 +77,17 @@ def check_row(row: dict):
             return None, ("no_trainable_tokens", f"`{name}` is empty")
         if chat[0] and not all(isinstance(m.get("content"), str) and m.get("role") for m in value):
             return None, ("malformed", f"`{name}` messages need string `role` and `content`")
-    if "prompt" not in row:
-        row = extract_prompt({"chosen": row["chosen"], "rejected": row["rejected"]})
-    elif chat[0] != _is_chat(row["prompt"]) and row["prompt"] != "":
-        return None, ("malformed", "`prompt` must be conversational exactly when `chosen` and `rejected` are")
+    if "prompt" not in row or (chat[0] != _is_chat(row["prompt"]) and row["prompt"] != ""):
+        extra = {k: row[k] for k in ("tools",) if k in row}
+        row = {**extract_prompt({"chosen": row["chosen"], "rejected": row["rejected"]}), **extra}
     return row, None
+
+
+def _named_prompt(row: dict, column: str) -> dict:
+    """The row with its prompt under `prompt`, read from the recipe's `prompt_field` column."""
+    if column == "prompt" or column not in row:
+        return row
+    return {**{k: v for k, v in row.items() if k not in ("prompt", column)}, "prompt": row[column]}
 
 
 class PairTokenizer:

@@ -43,11 +43,12 @@ class PreferencePreparer:
     def read(self, records, tokenizer, progress) -> None:
         """Check, tokenize and fit every pair; keep the kept ones' token lists."""
         c, cap, policy = self.counts, self.layout.max_length, self.cfg.resolved_policy(FORMAT)
+        prompt_column = (self.cfg.columns or {}).get("prompt", "prompt")  # the recipe's `prompt_field`
         progress.begin("tokenize")
         for loc, row, problem in records:
             c.rows_read += 1
             if row is not None:
-                row, problem = check_row(row)
+                row, problem = check_row(row, prompt_column)
             if problem:
                 c.drop(problem[0], loc, problem[1])
                 continue
@@ -86,7 +87,7 @@ class PreferencePreparer:
                 tok.chat_template = f.read()
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         records, _ = records_of(self.cfg)
-        self.read(select(self.cfg, records), PairTokenizer(tok), progress)
+        self.read(select(self.cfg, records, counts=self.counts), PairTokenizer(tok), progress)
         c = self.counts
         c.documents_in = self.preference["pairs_in"]
         c.documents_out = self.preference["pairs_out"] = len(self.pairs)
@@ -94,7 +95,7 @@ class PreferencePreparer:
             reason, n = c.dropped.most_common(1)[0] if c.dropped else ("none", 0)
             example = c.examples.get(reason, ["no rows read"])[0]
             raise PrepError(
-                f"no usable preference pairs in {c.rows_read} rows: {n} dropped as {reason}, e.g. {example}; "
+                f"no usable preference pairs in {c.rows_phrase()}: {n} dropped as {reason}, e.g. {example}; "
                 "a row needs `chosen` and `rejected` (and optionally `prompt`), text or lists of messages"
             )
         self.record_sharing()

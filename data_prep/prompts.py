@@ -127,7 +127,7 @@ class PromptPreparer:
             with open(self.cfg.chat_template, encoding="utf-8") as f:
                 tok.chat_template = f.read()
         records, _ = records_of(self.cfg)
-        self.read(select(self.cfg, records), tok, writer, progress)
+        self.read(select(self.cfg, records, counts=self.counts), tok, writer, progress)
         c = self.counts
         c.documents_in, c.documents_out = c.rows_read, len(self.lengths)
         if not self.lengths:

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from data_prep.counts import Counts
+from data_prep.counts import Counts, rows_phrase
 from data_prep.errors import PrepError
 from longctx.config.prepared import REPORT
 
@@ -21,7 +21,7 @@ def nothing_usable(counts: Counts, fmt: str) -> PrepError:
     reason, n = counts.dropped.most_common(1)[0] if counts.dropped else ("none", 0)
     example = counts.examples.get(reason, ["no rows read"])[0]
     return PrepError(
-        f"no usable documents in {counts.rows_read} rows (format {fmt}): {n} dropped as {reason}, e.g. {example}; "
+        f"no usable documents in {counts.rows_phrase()} (format {fmt}): {n} dropped as {reason}, e.g. {example}; "
         "fix the input or choose the right `dataset_format` / long-document policy"
     )
 
@@ -57,25 +57,46 @@ def summary(counts: Counts, where: str) -> str:
     return "\n".join(lines)
 
 
-# what the threshold counts: rows that could not be used; documents the long-document policy drops are its choice
+# what the threshold counts: rows that could not be used, and rows the long-document policy dropped (`too_long`):
+# either way they do not train, and a run that trains on a fraction of its data must not end in exit 0 silently
 UNUSABLE = ("malformed", "empty", "no_trainable_tokens")
+COUNTED = (*UNUSABLE, "too_long")
+TOO_LONG_FIX = (
+    "raise `max_length`, or set `long_document_policy: truncate` (a pair keeps its answers, cut from the left)"
+)
 
 
 def too_many_dropped(report_path: Path, threshold: float) -> PrepError | None:
-    """The error when more than `threshold` of the rows were unusable, naming the report and the top reasons.
+    """The error when more than `threshold` of the rows were dropped (unusable, or over max_length under the
+    `drop` policy), or when the eval holdout takes more rows than it leaves to train; it names the report, the top
+    reasons and the fix of each.
 
-    Why fail: a run that silently trains on 70% of a corpus looks fine until its evaluation; the report's
-    counts are exact, so the threshold is checked against them (on a cache hit too, for a changed threshold)."""
+    Why fail: a run that silently trains on 70% of a corpus (or 5 of 30 pairs) looks fine until its evaluation; the
+    report's counts are exact, so the threshold is checked against them (on a cache hit too, for a changed
+    threshold)."""
     report = json.loads(Path(report_path).read_text())
     rows = report.get("rows_read") or report.get("documents_in") or 0
-    by_reason = {r: report["documents_dropped_by_reason"].get(r, 0) for r in UNUSABLE}
+    held = report.get("rows_held_out", 0) if (report.get("config") or {}).get("split") == "train" else 0
+    if held > rows:
+        return PrepError(
+            f"`eval_holdout` holds out {held} of the data's {rows + held} rows and leaves {rows} to train; "
+            f"report: {report_path}; lower `eval_holdout` (e.g. {max((rows + held) // 20, 1)}, or 0.05) or add data"
+        )
+    by_reason = {r: report["documents_dropped_by_reason"].get(r, 0) for r in COUNTED}
     bad = sum(by_reason.values())
     if not rows or bad / rows <= threshold:
         return None
     top = sorted((n, r) for r, n in by_reason.items() if n)[::-1][:3]
     reasons = "; ".join(f"{r} {n} (e.g. {report['examples'][r][0]})" for n, r in top)
+    fixes = (
+        ["fix those rows or map their columns (docs/data-preparation.md)"]
+        if set(UNUSABLE) & {r for _, r in top}
+        else []
+    )
+    fixes += [TOO_LONG_FIX] if by_reason["too_long"] else []
+    what = "were unusable" if not by_reason["too_long"] else "were dropped and would not train"
     return PrepError(
-        f"{bad} of {rows} rows ({bad / rows:.1%}) were unusable, over `max_dropped_fraction` {threshold:g}: "
-        f"{reasons}; report: {report_path}; fix those rows or map their columns (docs/data-preparation.md), "
-        "or raise `max_dropped_fraction` (`--max-dropped-fraction` without a recipe)"
+        f"{bad} of {rows_phrase(rows, held)} ({bad / rows:.1%}) {what}, over `max_dropped_fraction` "
+        f"{threshold:g}: {reasons}; report: {report_path}; {'; '.join(fixes)}, or raise `max_dropped_fraction` "
+        "(`--max-dropped-fraction` without a recipe)"
     )

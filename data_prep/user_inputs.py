@@ -55,4 +55,6 @@ def inputs_as_overrides(args) -> list[str]:
 
 def train_line(recipe: str, overrides: list[str]) -> str:
     """The command that trains on what was just prepared."""
-    return shlex.join(["python", "-m", "longctx", "sft", recipe, "--", *overrides])
+    from longctx.config.paths import cli_command
+
+    return f"{cli_command()} {shlex.join(['sft', recipe, '--', *overrides])}"

@@ -15,10 +15,11 @@
     python -m longctx cp tiny-2k ../team-repo                  a recipe and the files it needs, into a repository
 
 One convention for every subcommand: the recipe comes first (a short name from recipes/README.md, a name
-under recipes/ or a path), then the subcommand's own flags (`python -m longctx SUBCOMMAND --help`), then `--`
-and recipe overrides (`--key value`, any key of the recipe). Each `make` target is this command
-(`make plan RECIPE=.. FLAGS=.. ARGS=..` runs `python -m longctx plan RECIPE FLAGS -- ARGS`). It works from any
-folder: a recipe's paths are relative to the repository that holds it (longctx/commands/workdir.py).
+under recipes/ or a path; `--config FILE`, as TRL's CLI spells it, is the same), then the subcommand's own
+flags (`python -m longctx SUBCOMMAND --help`), then `--` and recipe overrides (`--key value`, any key of the
+recipe). Each `make` target is this command (`make plan RECIPE=.. FLAGS=.. ARGS=..` runs
+`python -m longctx plan RECIPE FLAGS -- ARGS`). It works from any folder: a recipe's paths are relative to the
+repository that holds it (longctx/commands/workdir.py).
 
 A `--hub_token` among the overrides moves into the environment (HF_TOKEN) before any tool sees them, so no
 tool can print it or write it into a results file or a derived recipe (longctx/training/credentials.py).
@@ -52,6 +53,22 @@ SUBCOMMANDS = {
 RUN_FROM_RECIPE_ROOT = ("sft", "grpo", "data", "validate", "plan", "probe", "rehearse", "eval", "fetch")
 
 
+def console() -> int:
+    """The installed `longctx` command (pyproject's [project.scripts]: `.venv/bin/longctx` after `make install`)."""
+    return main(sys.argv[1:])
+
+
+def config_as_recipe(own: list[str]) -> list[str]:
+    """`--config FILE` (TRL's CLI, `trl sft --config recipe.yaml`) anywhere among a subcommand's flags: the recipe,
+    moved to the front where every subcommand reads it."""
+    for i, word in enumerate(own):
+        if word == "--config" and i + 1 < len(own):
+            return [own[i + 1], *own[:i], *own[i + 2 :]]
+        if word.startswith("--config="):
+            return [word.split("=", 1)[1], *own[:i], *own[i + 1 :]]
+    return own
+
+
 def usage() -> str:
     rows = "\n".join(f"  {name:<9} {what}" for name, (_, what) in SUBCOMMANDS.items())
     return f"usage: python -m longctx SUBCOMMAND RECIPE [flags] [-- recipe overrides]\n\n{rows}\n\n{__doc__}"
@@ -82,6 +99,7 @@ def main(argv: list[str]) -> int:
     from longctx.training.credentials import hub_token_to_env
 
     own, overrides = split_argv(rest)
+    own = config_as_recipe(own)
     if own and not own[0].startswith("-") and sub in (*RUN_FROM_RECIPE_ROOT, "cp"):
         recipe = resolve(own[0])
         if recipe is None:
@@ -93,4 +111,8 @@ def main(argv: list[str]) -> int:
         own = [recipe, *own[1:]]
     tool_argv = [*own, "--", *hub_token_to_env(overrides, os.environ)]
     tool = importlib.import_module(SUBCOMMANDS[sub][0])
-    return tool.main(["plan", *tool_argv] if sub == "plan" else tool_argv)
+    try:
+        return tool.main(["plan", *tool_argv] if sub == "plan" else tool_argv)
+    except KeyboardInterrupt:  # Ctrl-C before a launch (preflight, data): a line, not a traceback
+        print(f"\n[{sub}] interrupted (Ctrl-C) before any training started; nothing was trained", file=sys.stderr)
+        return 130

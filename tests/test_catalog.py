@@ -47,6 +47,8 @@ CATALOG = {
     "llama3.1-8b/dpo-128k-sp8",
     "llama3.1-8b/dpo-lora-128k-sp8",
     "qwen3-8b/dpo-128k-sp8",
+    "qwen3-30b-a3b/sft-256k-sp8-offload-optimizer",
+    "gpt-oss-20b/sft-128k-sp8",
 }
 
 
@@ -182,4 +184,12 @@ def test_catalog_figures_are_the_plans(capsys):
         recipe = report["recipe"].removeprefix("recipes/").removesuffix(".yaml")
         if recipe in CATALOG:
             cell = catalog_cell(report["plan"], report["machine"]["num_nodes"] or 1)
-            assert f"| `{recipe}` |" in table and f" | {cell} | " in table, f"{recipe}: the catalog should say {cell}"
+            rows = [row for row in table.splitlines() if row.startswith(f"| `{recipe}` |") and " GiB " in row]
+            assert len(rows) == 1 and f" | {cell} | " in rows[0], f"{recipe}: the catalog should say {cell}"
+
+
+def test_the_short_names_table_holds_only_short_names():
+    """Before: two recipe rows (the hybrid-ring ones) sat in the short-names table, between its rows."""
+    table = (REPO / "recipes" / "README.md").read_text().split("<!-- short names -->", 1)[1].split("\n\n", 1)[0]
+    rows = [row for row in table.strip().splitlines()[2:]]
+    assert rows and all(row.count(" | ") == 1 for row in rows), [r for r in rows if r.count(" | ") != 1]

@@ -13,6 +13,7 @@ import sys
 import pytest
 import torch
 
+from longctx.config.paths import cli_command
 from longctx.export.hub import push
 from longctx.export.weights import ExportError, find_checkpoint
 from tests.helpers import REPO
@@ -105,7 +106,7 @@ def lora_run(tmp_path_factory):
     args = ["--max_steps", "2", "--save_strategy", "steps", "--save_steps", "2", "--output_dir", str(out)]
     proc = longctx("sft", RECIPE, "--", *LORA, *args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert f"[next] export as one plain model: python -m longctx export {out} --merge-lora" in proc.stdout
+    assert f"[next] export as one plain model: {cli_command()} export {out} --merge-lora" in proc.stdout
     return out
 
 

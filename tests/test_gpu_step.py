@@ -1,22 +1,28 @@
 """The GPU step benchmark (benchmarks/gpu_step.py): the recipe's own path, its rows, its budget and what it carries.
 
-End to end on CPU (`slow`): `gpu_step.py --tiny` runs the H200 recipe in miniature through recipes/sft.py and the
-launch home; its rows' losses must be those `python -m longctx sft` (what `make sft` runs) gives for the same
-recipe file, and each row's GPU and host plan what `python -m longctx plan` gives for that recipe at the row's
-length, Adam states counted (every row is an optimizer step). The default tier holds the parts without a launch:
-the budget's decisions on a recorded run, the rows' schedule, the step record's document count, and the carried
-archive's round trip.
+End to end on CPU (`slow`): the GPU session script with its CPU switch (`benchmarks/gpu_step.sh run --cpu`) writes
+device.json, every `gpu` test's outcome and the step rows; its `gpu_step.py --tiny` runs the H200 recipe in
+miniature through recipes/sft.py and the launch home; its rows' losses must be those `python -m longctx sft` (what
+`make sft` runs) gives for the same recipe file, and each row's GPU and host plan what `python -m longctx plan`
+gives for that recipe at the row's length, Adam states counted (every row is an optimizer step). The default tier
+holds the parts without a launch: the budget's decisions on a recorded run, the rows' schedule, the step record's
+document count, and the carried archive's round trip.
 """
 
 import io
 import json
+import os
+import re
 import subprocess
 import sys
 import types
 import zipfile
+from importlib.metadata import version
+from xml.etree import ElementTree
 
 import pytest
 import torch
+import yaml
 
 from tests.helpers import REPO
 
@@ -27,6 +33,8 @@ import gpu_step_recipe
 import node_wheels
 
 from longctx.training.metrics.step_record import documents
+
+GPU_MARK = re.compile(r"mark\.gpu\b")  # what benchmarks/gpu_step.sh greps for
 
 
 def test_rows_run_short_to_long_and_packed_rows_hold_8k_documents():
@@ -123,23 +131,58 @@ def test_the_carried_archive_gives_back_each_wheel_file_for_file(tmp_path):
     assert node_wheels.requirements(back) == ["regex"]  # Python 3.12's, extras left out
 
 
+def jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """The benchmark with --tiny (every row), then `python -m longctx sft` of the recipe file it ran."""
-    work = tmp_path_factory.mktemp("gpu_step")
-    out = work / "rows.jsonl"
-    argv = [sys.executable, "benchmarks/gpu_step.py", "--tiny", "--out", str(out), "--work", str(work / "run"),
-            "--budget-s", "1500"]  # fmt: skip
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800, check=False)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    sft_out = work / "sft"
-    cmd = [sys.executable, "-m", "longctx", "sft", str(work / "run" / "recipe.yaml"), "--no-checks", "--",
-           "--output_dir", str(sft_out)]  # fmt: skip
+def tiny_session(tmp_path_factory):
+    """The whole GPU session on CPU (`benchmarks/gpu_step.sh run --cpu`): device.json, the `gpu` tests (skipped or
+    CPU-only here), then the benchmark with --tiny (every row); its folder and its scratch (TMPDIR) kept."""
+    base = tmp_path_factory.mktemp("gpu_session")
+    env = {**os.environ, "OUT": str(base / "out"), "TMPDIR": str(base), "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", "benchmarks/gpu_step.sh", "run", "--cpu"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=2400, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return base / "out"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_session):
+    """The session's rows, then `python -m longctx sft` of the recipe file it ran (copied beside the rows)."""
+    rows, recipe = jsonl(tiny_session / "gpu_step.jsonl"), tiny_session / "recipe.yaml"
+    sft_out = tiny_session.parent / "sft"
+    cmd = [sys.executable, "-m", "longctx", "sft", str(recipe), "--no-checks", "--", "--output_dir", str(sft_out)]
     sft = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200, check=False)
     assert sft.returncode == 0, sft.stdout[-2000:] + sft.stderr[-3000:]
     history = json.loads((sft_out / "trainer_state.json").read_text())["log_history"]
-    return rows, {h["step"]: h["loss"] for h in history if "loss" in h}, work / "run" / "recipe.yaml"
+    return rows, {h["step"]: h["loss"] for h in history if "loss" in h}, recipe
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_the_gpu_session_on_cpu_writes_what_it_promises(tiny_session):
+    """Every phase ran and exited 0; device.json names the stack that ran; every test of every file that marks one
+    `gpu` has its outcome row (skipped without CUDA, or passed where it checks the CPU side), the JUnit XML the
+    same tests; the step record and the exact recipe that ran sit beside the rows."""
+    phases = jsonl(tiny_session / "phases.jsonl")
+    assert [p["phase"] for p in phases] == ["device_image", "install", "check", "device", "gpu_tests", "gpu_step"]
+    assert [p["exit"] for p in phases] == [0] * 6
+    device = json.loads((tiny_session / "device.json").read_text())
+    assert device["stage"] == "venv" and device["gpu"] is None and device["cuda_available"] is False
+    assert device["versions"]["torch"] == torch.__version__ and device["host_total_gib"] > 0
+    assert all(device["versions"][name] == version(name) for name in ("transformers", "trl", "deepspeed"))
+    rows = jsonl(tiny_session / "gpu_tests.jsonl")
+    tests = {r["test"]: r["outcome"] for r in rows if r["row"] == "test"}
+    assert rows[0]["row"] == "collected" and set(rows[0]["ids"]) == set(tests)
+    assert rows[-1] == {"row": "finished", "exit": 0}
+    marked = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("*.py") if GPU_MARK.search(p.read_text())}
+    assert marked and {t.split("::")[0] for t in tests} == marked
+    assert set(tests.values()) <= {"skipped", "passed"} and "skipped" in tests.values()
+    cases = list(ElementTree.parse(tiny_session / "gpu_tests.xml").iter("testcase"))
+    assert len(cases) == len(tests)
+    steps = jsonl(tiny_session / "steps.jsonl")
+    assert len(steps) == yaml.safe_load((tiny_session / "recipe.yaml").read_text())["max_steps"] == 6
 
 
 @pytest.mark.slow

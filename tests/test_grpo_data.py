@@ -35,6 +35,8 @@ def prepare(tmp_path, rows, **settings):
         policy=settings.pop("policy", "drop"),
         output_dir=str(tmp_path / "prepared"),
         required_columns=("answer",),
+        # the counts are the subject here: a prompt over max_prompt_length is dropped and counted, never refused
+        max_dropped_fraction=settings.pop("max_dropped_fraction", 1.0),
         **settings,
     )
     folder, _ = prepare_dataset(cfg, log=lambda *_: None)

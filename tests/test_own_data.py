@@ -17,6 +17,7 @@ import pytest
 
 from data_prep.__main__ import main as data_prep
 from data_prep.formats import Columns, detect_format, extract
+from longctx.config.paths import cli_command
 from longctx.config.prepared import prep_settings
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 from tests.helpers import REPO
@@ -135,7 +136,7 @@ def test_input_with_a_recipe_prepares_every_file_kind_and_prints_how_to_train_on
     report = json.loads(next((tmp_path / "prep").glob("*/report.json")).read_text())
     assert report["documents_in"] == 9 and report["documents_out"] == 9 and report["format"] == "messages"
     assert f"[data] report: {tmp_path / 'prep'}" in out
-    assert f"train on it: python -m longctx sft {RECIPE} -- --prepared_data_dir" in out
+    assert f"train on it: {cli_command()} sft {RECIPE} -- --prepared_data_dir" in out
     assert f"--data_files '{data}/*'" in out
 
 
@@ -152,7 +153,7 @@ def test_input_of_a_hub_id_reads_the_hub_dataset(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
     assert prepare(tmp_path, "--input", "someone/their-corpus", overrides=["--dataset_config", "raw"]) == 0
     assert calls and set(calls) == {("someone/their-corpus", "raw", "train", True)}
-    assert "train on it: python -m longctx sft" in capsys.readouterr().out
+    assert f"train on it: {cli_command()} sft" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import yaml
 from longctx.catalog.copy import CopyError, copy_recipe
 from longctx.catalog.listing import measured_status
 from longctx.cli import main as cli
-from longctx.config.paths import recipe_names, recipe_root, resolve_recipe
+from longctx.config.paths import cli_command, recipe_names, recipe_root, resolve_recipe
 from longctx.config.prepared import prepare_command
 from tests.helpers import REPO
 from tests.helpers.launch import free_port
@@ -51,7 +51,7 @@ def test_cp_copies_the_recipe_with_exactly_the_files_it_names(tmp_path, capsys):
         f for f in TINY_FILES if (REPO / f).is_file()
     }
     assert all((dest / f).exists() for f in TINY_FILES)
-    assert f"python -m longctx sft {dest / TINY}" in out
+    assert f"{cli_command()} sft {dest / TINY}" in out
     assert recipe_root(dest / TINY) == dest  # the copy's paths resolve in the copy
 
 
@@ -70,7 +70,7 @@ def test_the_missing_data_message_names_the_command_that_works_where_the_run_is(
     monkeypatch.chdir(REPO)
     assert prepare_command(TINY).startswith(f"`make data RECIPE={TINY}`")
     monkeypatch.chdir(tmp_path)
-    assert prepare_command(TINY).startswith(f"`python -m longctx data {TINY}`")
+    assert prepare_command(TINY).startswith(f"`{cli_command()} data {TINY}`")
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # a copy-out without the command line
     assert "with the longctx command line installed" in prepare_command(TINY)
 

@@ -9,6 +9,7 @@ import re
 import pytest
 from safetensors.torch import load_file
 
+from longctx.config.paths import cli_command
 from tests.helpers.hub_tokens import args_with_token, env_with_tokens, secret_leaks
 from tests.helpers.launch import log_history
 from tests.helpers.make import run_make
@@ -61,9 +62,9 @@ def test_no_token_in_the_output_arguments_state_or_checkpoint(make_sft):
 def test_prints_how_to_evaluate_load_and_export_the_run(make_sft):
     """Before: the run ended at "[done] model saved to", with no next step."""
     log, out = make_sft
-    assert f"[next] evaluate: python -m longctx eval recipes/tiny-llama/sft-2k-cpu-sp2.yaml --checkpoint {out}" in log
+    assert f"[next] evaluate: {cli_command()} eval recipes/tiny-llama/sft-2k-cpu-sp2.yaml --checkpoint {out}" in log
     assert f'[next] load: AutoModelForCausalLM.from_pretrained("{out}")' in log
-    assert f"[next] export a checkpoint or push it: python -m longctx export {out}" in log
+    assert f"[next] export a checkpoint or push it: {cli_command()} export {out}" in log
 
 
 def test_metrics_print_once_and_no_warning_nobody_can_act_on(make_sft):

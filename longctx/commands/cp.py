@@ -48,10 +48,12 @@ def run_lines(dest: Path, recipe: str) -> list[str]:
     """How to run the copy there: the CLI from any folder, or accelerate by hand from its root."""
     import yaml
 
+    from longctx.config.paths import cli_command
+
     accel = (yaml.safe_load((dest / recipe).read_text()) or {}).get("accelerate_config")
     target = shlex.quote(str(dest / recipe))
     return [
-        f"[cp] run it (the longctx command line installed): python -m longctx sft {target}",
-        f"[cp] or by hand from {dest} (after `python -m longctx data {target}` when it prepares data):",
+        f"[cp] run it from any folder: {cli_command()} sft {target}",
+        f"[cp] or by hand from {dest} (after `{cli_command()} data {target}` when it prepares data):",
         f"     accelerate launch --config_file {accel} recipes/sft.py --config {recipe}",
     ]

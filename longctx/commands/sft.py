@@ -28,7 +28,7 @@ EXAMPLE = {"sft": "tiny-2k", "dpo": "tiny-dpo-2k", "grpo": "tiny-grpo"}
 def make_parser(subcommand: str = "sft") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m longctx {subcommand}",
-        description=__doc__.splitlines()[0],
+        description=__doc__.split("\n\n")[0],
         epilog=recipes_epilog(
             f"python -m longctx {subcommand} {EXAMPLE[subcommand]} -- --max_steps 10 --output_dir outputs/try"
         ),

@@ -18,6 +18,9 @@ SHAREGPT_MESSAGES, SHAREGPT_ROLE, SHAREGPT_CONTENT = "conversations", "from", "v
 # role values as ShareGPT (and many chat dumps) spell them -> the chat roles every chat template knows
 DEFAULT_ROLE_MAP = {"human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant"}
 DEFAULT_FIELDS = {"text": "text", "prompt": "prompt", "completion": "completion"}
+# Alpaca: recognised without any key when a row has `instruction` and `output` (the prompt is `instruction`, a
+# newline and `input`: data_prep/formats.py), as axolotl's `alpaca` type and LLaMA-Factory's default columns
+ALPACA_PROMPT, ALPACA_INPUT, ALPACA_COMPLETION = "instruction", "input", "output"
 
 
 @dataclass
@@ -28,7 +31,8 @@ class DataSourceArguments:
         default=None,
         metadata={
             "help": "Local files, folders or globs (.jsonl, .json, .parquet, .arrow; folders of .txt/.md) to "
-            "prepare instead of `dataset_name`; `python -m longctx data RECIPE --input FILE...` sets it."
+            "prepare instead of `dataset_name`: one string or a list, in the YAML and on the command line; "
+            "`longctx data RECIPE --input FILE...` sets it."
         },
     )
     messages_field: str | None = field(
@@ -53,14 +57,31 @@ class DataSourceArguments:
     completion_field: str = field(
         default="completion", metadata={"help": "The completion column of prompt/completion rows."}
     )
+    input_field: str | None = field(
+        default=None,
+        metadata={
+            "help": "A column joined after the prompt with a newline (LLaMA-Factory's `query`, axolotl's "
+            "`field_input`); default: Alpaca's `input` when the prompt is `instruction`."
+        },
+    )
     max_dropped_fraction: float = field(
         default=0.05,
         metadata={
-            "help": "Data preparation fails when more than this fraction of the rows is unusable (malformed, empty, "
-            "nothing to train on), naming report.json and the top reasons. Documents the long-document policy "
-            "drops are reported, not counted here."
+            "help": "Data preparation fails when more than this fraction of the rows would not train: unusable "
+            "(malformed, empty, nothing to train on) or dropped by `long_document_policy: drop` (over max_length), "
+            "naming report.json, the top reasons and their fixes. It also fails when `eval_holdout` holds out more "
+            "rows than it leaves to train."
         },
     )
+
+    def __post_init__(self):
+        """A file key written as one string (`data_files: mydata/chats.jsonl`) is a list of one file, as TRL's
+        `reward_funcs` and `datasets.load_dataset(data_files=...)` read it, never a string read letter by letter."""
+        if isinstance(self.data_files, str):
+            self.data_files = [self.data_files]
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
 
 
 def role_map_of(value) -> dict[str, str]:
@@ -83,6 +104,7 @@ def column_mapping(recipe, sft) -> dict:
         "content": getattr(recipe, "content_field", None),
         "prompt": getattr(recipe, "prompt_field", "prompt"),
         "completion": getattr(recipe, "completion_field", "completion"),
+        "input": getattr(recipe, "input_field", None),
     }
     mapping = {k: v for k, v in fields.items() if v is not None and v != DEFAULT_FIELDS.get(k)}
     roles = role_map_of(getattr(recipe, "role_map", None))

@@ -7,6 +7,7 @@ copied there (`python -m longctx cp`). The command line runs every tool from tha
 """
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -21,6 +22,17 @@ ARCHITECTURES_DIR = RECIPES_DIR / "assets" / "architectures"
 
 # The entrypoint each kind of recipe (its `trainer` key) runs under `accelerate launch`
 ENTRYPOINTS = {"sft": "recipes/sft.py", "dpo": "recipes/dpo.py", "grpo": "recipes/grpo.py"}
+
+
+def cli_command() -> str:
+    """The command line as a printed next step spells it: a command that works pasted into any shell, with no
+    virtual environment activated. A bare `python -m longctx` fails in a fresh shell (that `python` lacks the
+    pinned stack), so this is the installed script beside the running interpreter (`/repo/.venv/bin/longctx`
+    after `make install`), else that interpreter's absolute path with `-m longctx`."""
+    script = Path(sys.executable).parent / "longctx"
+    if script.is_file() and os.access(script, os.X_OK):
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m longctx"
 
 
 def resolve_recipe(name_or_path: str) -> Path:

@@ -175,7 +175,9 @@ def prepare_command(recipe: str) -> str:
     if here == REPO_ROOT and (here / "Makefile").is_file():
         return f"`make data RECIPE={recipe}` (`make sft` runs it for you)"
     if importlib.util.find_spec("longctx.commands") is not None:
-        return f"`python -m longctx data {recipe}` (`python -m longctx sft {recipe}` runs it for you)"
+        from longctx.config.paths import cli_command
+
+        return f"`{cli_command()} data {recipe}` (`{cli_command()} sft {recipe}` runs it for you)"
     return (
         f"`python -m longctx data {recipe}` here, with the longctx command line installed from its repository "
         "(`pip install -e PATH_TO_LONGCTX`)"

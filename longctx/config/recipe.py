@@ -8,6 +8,7 @@ accelerate YAML run here, all collected and raised once, before any model or pro
 
 import contextlib
 import dataclasses
+import functools
 import io
 import os
 import re
@@ -235,10 +236,22 @@ def trainer_of(values: dict, cli: list[str] = ()) -> str:
     return value if value in TRAINERS else "sft"  # an unknown value: argparse names the choices
 
 
-def make_parser(trainer: str = "sft"):
+@functools.cache
+def _built_parser(trainer: str):
     from trl import ModelConfig, TrlParser
 
-    return TrlParser((RecipeArguments, training_config_class(trainer), ModelConfig))
+    parser = TrlParser((RecipeArguments, training_config_class(trainer), ModelConfig))
+    return parser, [(action, action.default, action.required) for action in parser._actions]
+
+
+def make_parser(trainer: str = "sft"):
+    """The trainer's TrlParser, built once per process: building it is most of a parse (~40 ms: `validate --all` and
+    the combination map, longctx/combinations/, parse hundreds of recipes). `parse_values` sets a recipe's values as
+    its defaults, so every call hands it back with the defaults it was built with."""
+    parser, built = _built_parser(trainer)
+    for action, default, required in built:
+        action.default, action.required = default, required
+    return parser
 
 
 def recipe_keys(trainer: str = "sft") -> set[str]:

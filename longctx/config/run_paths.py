@@ -6,6 +6,7 @@ import os
 from longctx.config.chat_templates import ChatTemplateError, resolve_chat_template
 from longctx.config.checkpoints import auto_resume_line, resolve_resume
 from longctx.config.recipe import RecipeError
+from longctx.config.rules.resume import existing_checkpoint_problems
 
 
 def resolve_run_paths(recipe, training_args, resolve=resolve_resume) -> None:
@@ -14,6 +15,9 @@ def resolve_run_paths(recipe, training_args, resolve=resolve_resume) -> None:
     it in the trainer); either missing is a recipe error. `resolve`: how the checkpoint is resolved (a launched
     run passes longctx/training/checkpoints/agreed_resume.py's: once, on rank 0, for every rank)."""
     asked = str(training_args.resume_from_checkpoint).lower()
+    refused = existing_checkpoint_problems(training_args, recipe.config_source)
+    if refused:
+        raise RecipeError(recipe.config_source, refused)
     try:
         training_args.resume_from_checkpoint = resolve(training_args.resume_from_checkpoint, training_args.output_dir)
         if asked == "auto" and os.environ.get("RANK", "0") == "0":

@@ -14,6 +14,7 @@ sp=1       the same miniature on one process: its loss and grad norm at every st
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -101,6 +102,9 @@ def check_optimizer(derived: Derived, out: str) -> None:
 def train_and_resume(derived: Derived, recipe: Path, work: Path) -> Path:
     """Train, then resume from the checkpoint; returns a copy of the uninterrupted run's trainer state's folder."""
     out = Path(derived.recipe["output_dir"])
+    # the rehearsal's own folder: a rerun with the same --workdir starts fresh, where a run into a folder that holds
+    # checkpoints is refused (longctx/config/rules/resume.py)
+    shutil.rmtree(out, ignore_errors=True)
     check_optimizer(derived, launch("train", derived, recipe))
     first = losses(out)
     if sorted(first) != list(range(1, STEPS + 1)) or not (out / f"checkpoint-{SAVE_AT}").is_dir():

@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from longctx.config.paths import cli_command
 from longctx.config.recipe import RecipeError, exit_on_recipe_error, parse_recipe, recipe_topology
 from longctx.evaluation.cost import measured_cost
 from longctx.training.credentials import redact_argv
@@ -134,7 +135,7 @@ def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
 def refuse_other_mesh(recipe) -> None:
     """Refuse a mesh other than the recipe's (an eval at sp=1 would not be the recipe's memory or numbers)."""
     relaunch = (
-        f"run `python -m longctx eval {recipe.config_source}` (or `make eval`), "
+        f"run `{cli_command()} eval {recipe.config_source}` (or `make eval`), "
         "which launches with the recipe's accelerate YAML"
     )
     check_launched_mesh(recipe_topology(recipe), recipe.config_source, relaunch)

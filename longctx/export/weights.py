@@ -15,6 +15,13 @@ class ExportError(ValueError):
     """A run or checkpoint that cannot be exported; the message names the folder and what to pass instead."""
 
 
+def saved_model(run: Path) -> str | None:
+    """The files of the model a finished run saved in its output_dir (what `from_pretrained` loads), or None."""
+    names = ("config.json", "model.safetensors", "model.safetensors.index.json", "adapter_config.json")
+    present = [name for name in names if (run / name).is_file()]
+    return ", ".join(present) if "config.json" in present or "adapter_config.json" in present else None
+
+
 def find_checkpoint(run: Path) -> Path:
     """`run` itself when it is a checkpoint (DeepSpeed's `latest` beside it), else its latest complete one."""
     run = Path(run)
@@ -23,6 +30,13 @@ def find_checkpoint(run: Path) -> Path:
     if (run / "latest").is_file() or (run / UNIVERSAL_LATEST).is_file():
         return run
     found = latest_checkpoint(run)
+    if found is None and saved_model(run):
+        raise ExportError(
+            f"{run} holds no checkpoint-N folder, and needs none: the run saved its model there as a plain Hugging "
+            f'Face folder ({saved_model(run)}), which `from_pretrained("{run}")` loads as it is (a LoRA adapter: '
+            "`PeftModel.from_pretrained(base, ...)`); export converts a DeepSpeed checkpoint, so give a checkpoint-N "
+            "folder of a run trained with `save_strategy: steps`"
+        )
     if found is None or not ((found / "latest").is_file() or (found / UNIVERSAL_LATEST).is_file()):
         raise ExportError(
             f"{run}: no DeepSpeed checkpoint (a checkpoint-N folder with `latest`); train with "

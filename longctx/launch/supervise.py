@@ -5,12 +5,15 @@
 rank of its machine, and the process a scheduler signals (Kubernetes: PID 1 of the container; Slurm: the job
 step). What it adds, and why:
 
-- Preemption: SIGTERM and SIGUSR1 here are forwarded to every rank as SIGUSR1, which the ranks read as "stop at
-  the end of this optimizer step with a checkpoint" (longctx/training/faults/). torchrun's agent would forward
-  SIGTERM and SIGKILL the ranks 30 s later, in the middle of a save, and does not handle SIGUSR1 (Slurm's
-  `--signal`) at all, so that signal would kill the agent; it is told to handle only SIGINT, SIGHUP and SIGQUIT
-  (`PET_SIGNALS_TO_HANDLE`, torchrun's own setting; Ctrl-C still stops everything at once). A signal that comes
-  before any rank exists ends the launch at once.
+- Preemption: SIGTERM, SIGUSR1 and SIGINT (Ctrl-C) here are forwarded to every rank as SIGUSR1, which the ranks
+  read as "stop at the end of this optimizer step with a checkpoint" (longctx/training/faults/). torchrun's agent
+  would forward SIGTERM and SIGKILL the ranks 30 s later, in the middle of a save, and does not handle SIGUSR1
+  (Slurm's `--signal`) at all, so that signal would kill the agent; it is told to handle only SIGHUP and SIGQUIT
+  (`PET_SIGNALS_TO_HANDLE`, torchrun's own setting). Ctrl-C is a preemption like SIGTERM: a user who presses it
+  wants the run to stop, not the last checkpoint's work lost or 200 lines of tracebacks (the ranks run in their
+  own session, torchrun's `start_new_session`, so only this process gets the terminal's SIGINT). A second Ctrl-C
+  stops at once, as torchrun would (no checkpoint of the step in progress). A signal that comes before any rank
+  exists ends the launch at once.
 - One exit status a job script recognises (longctx/config/exit_codes.py): PREEMPTED (75) when the ranks stopped
   for a preemption, NONFINITE (3) and SAVE_FAILED (74) as the ranks report them, FAILED (1) otherwise.
 - A dead rank: torchrun's agent stops the other ranks of its machine when one dies (SIGTERM, then SIGKILL after
@@ -26,9 +29,10 @@ import sys
 from pathlib import Path
 
 from longctx.config.exit_codes import FAILED, MEANING, NONFINITE, PREEMPTED, SAVE_FAILED
+from longctx.config.paths import cli_command
 
-AGENT_SIGNALS = "SIGINT,SIGHUP,SIGQUIT"  # what torchrun's agent still handles itself
-FORWARDED = (signal.SIGTERM, signal.SIGUSR1)
+AGENT_SIGNALS = "SIGHUP,SIGQUIT"  # what torchrun's agent still handles itself
+FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 RUN_STATUSES = (NONFINITE, SAVE_FAILED, PREEMPTED)  # a rank's own account of why it stopped
 ENV_DEFAULTS = {"PET_SIGNALS_TO_HANDLE": AGENT_SIGNALS, "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
 
@@ -49,11 +53,12 @@ def child_pids(parent: int) -> list[int]:
 
 
 class Forwarder:
-    """SIGTERM/SIGUSR1 handler: SIGUSR1 to every rank; with no rank started yet, end the launch (torchrun's own
-    `SignalException`, which its agent answers by stopping whatever it started)."""
+    """SIGTERM/SIGUSR1/SIGINT handler: SIGUSR1 to every rank; with no rank started yet, or at a second SIGINT, end
+    the launch (torchrun's own `SignalException`, which its agent answers by stopping whatever it started)."""
 
     def __init__(self):
         self.received: str | None = None
+        self.at_once = False  # a second Ctrl-C: the ranks are stopped without waiting for the step's end
 
     def install(self) -> "Forwarder":
         for sig in FORWARDED:
@@ -64,8 +69,13 @@ class Forwarder:
         from torch.distributed.elastic.multiprocessing.api import SignalException
 
         name = signal.Signals(signum).name
+        again = signum == signal.SIGINT and self.received == name
         self.received = self.received or name
         ranks = child_pids(os.getpid())
+        if again:
+            self.at_once = True
+            os.write(2, b"[launch] SIGINT again: stopping every rank now, without a checkpoint of this step\n")
+            raise SignalException("SIGINT twice", sigval=signal.Signals(signum))
         for pid in ranks:
             try:
                 os.kill(pid, signal.SIGUSR1)
@@ -73,7 +83,10 @@ class Forwarder:
                 pass
         if not ranks:
             raise SignalException(f"{name} before any rank started", sigval=signal.Signals(signum))
-        line = f"[launch] {name}: asked {len(ranks)} rank(s) to stop at the end of this step with a checkpoint\n"
+        again = " (Ctrl-C again: stop at once, without it)" if signum == signal.SIGINT else ""
+        line = (
+            f"[launch] {name}: asked {len(ranks)} rank(s) to stop at the end of this step with a checkpoint{again}\n"
+        )
         os.write(2, line.encode())
 
 
@@ -135,7 +148,7 @@ def report(failures: dict, received: str | None, target: list[str]) -> int:
         f"[launch] rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) {died_how(failure.exitcode)}; "
         f"the other ranks were stopped{also}.\n"
         "  what to do: read that rank's last lines above; if it was killed, look for the OOM killer in the "
-        "machine's kernel log (`dmesg | grep -i -e oom -e killed`) and compare with `python -m longctx plan RECIPE`'s "
+        f"machine's kernel log (`dmesg | grep -i -e oom -e killed`) and compare with `{cli_command()} plan RECIPE`'s "
         f"memory; then run the same command with `--resume_from_checkpoint auto` to resume from the latest complete "
         f"checkpoint ({latest_of(target)})",
         file=sys.stderr,
@@ -159,6 +172,14 @@ def main(argv: list[str]) -> int:
     except ChildFailedError as exc:
         return report(exc.failures, forwarder.received, target)
     except SignalException as exc:
+        if forwarder.at_once:
+            print(
+                f"[launch] stopped by a second Ctrl-C; latest complete checkpoint: {latest_of(target)}. Run the same "
+                f"command with `--resume_from_checkpoint auto` to resume (exit {PREEMPTED})",
+                file=sys.stderr,
+                flush=True,
+            )
+            return PREEMPTED
         print(f"[launch] stopped by {exc.sigval.name} before training started", file=sys.stderr, flush=True)
         return PREEMPTED if forwarder.received else FAILED
     except subprocess.CalledProcessError as exc:  # accelerate's launchers that start one child process

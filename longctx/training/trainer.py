@@ -2,9 +2,11 @@
 
 Upstream, a Ulysses SP run trains, but: eval runs with SP off and averages batch means, the SP loss weights one
 micro-batch of one SP group, sp x dp trains the rows of other steps, the SP dataloader has no `set_epoch`, and a
-checkpoint does not say which mesh wrote it. Each fix here is an override of the Trainer method that
-has the gap (the Trainer's own extension pattern, listed with the fingerprint of the method it overrides in
-`OVERRIDES` of longctx/training/patches/overrides.py), calling a function of the module that owns the mechanism. What
+checkpoint does not say which mesh wrote it. Each fix is an override of the Trainer method that has the gap (the
+Trainer's own extension pattern, listed with the fingerprint of the method it overrides in `OVERRIDES` of
+longctx/training/patches/overrides.py), calling a function of the module that owns the mechanism; what the DPO and
+GRPO trainers share is in LongContextTrainerBase (longctx/training/trainer_base.py), and this class adds SFT's
+hooks (rows balanced by work, the step's label tokens, the label-token eval loss) and its eval loss path. What
 no method can reach (attention registries, module-level names) is installed once per process by
 `install_process_patches` (longctx/training/process_patches.py): call it before building this trainer.
 """

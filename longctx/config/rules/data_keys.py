@@ -36,17 +36,32 @@ DATA_PREP_KEYS = (
     "role_map",
     "prompt_field",
     "completion_field",
+    "input_field",
     "max_dropped_fraction",
 )
+
+
+# mapping keys a preference (`trainer: dpo`) recipe's data_prep never reads: a pair is `prompt` (named by
+# `prompt_field`), `chosen` and `rejected` (data_prep/preference.py)
+NOT_READ_FOR_PAIRS = ("messages_field", "role_field", "content_field", "role_map", "completion_field", "input_field")
 
 
 def data_key_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
     """One error per data key the recipe sets that nothing would read."""
     explicit = getattr(recipe, "explicit_keys", frozenset())
+    if getattr(recipe, "trainer", "sft") == "dpo" and recipe.prepare_data != "off":
+        msg = "is not read for preference pairs: a pair is `prompt` (named by `prompt_field`), `chosen`, `rejected`"
+        fix = "drop it; rename your answer columns to `chosen` and `rejected` (TRL's preference format)"
+        unread = [error(source, key, msg, fix) for key in NOT_READ_FOR_PAIRS if key in explicit]
+        return unread + _prepared_key_problems(recipe, sft, explicit, source)
     if recipe.prepare_data == "off":
         fix = "set `prepare_data: packed` (or `unpacked`) so data_prep maps the columns, or drop it"
         msg = "is read by data_prep only, and `prepare_data` is off (TRL reads the dataset itself)"
         return [error(source, key, msg, fix) for key in DATA_PREP_KEYS if key in explicit]
+    return _prepared_key_problems(recipe, sft, explicit, source)
+
+
+def _prepared_key_problems(recipe, sft, explicit, source: str) -> list[Problem]:
     problems = []
     unread = "has no effect with `prepare_data` (data_prep builds the rows)"
     problems += [

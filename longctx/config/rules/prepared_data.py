@@ -6,6 +6,7 @@ Whether packed rows stay isolated on the recipe's attention backend is longctx/c
 import math
 
 from longctx.config.problems import Problem, error
+from longctx.config.rules.sequence import uneven_shards
 
 
 def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
@@ -37,11 +38,10 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Proble
         problems.append(error(source, "max_length", "is unset; `prepare_data` needs it", "set `max_length`"))
     if recipe.seq_alignment < 1:
         problems.append(error(source, "seq_alignment", f"must be >= 1, got {recipe.seq_alignment}", "use 1 or 64"))
-    elif sft.max_length and sft.max_length % math.lcm(topo.sp_size, recipe.seq_alignment):
-        m = math.lcm(topo.sp_size, recipe.seq_alignment)
-        align = recipe.seq_alignment
-        msg = f"{sft.max_length} is not a multiple of lcm(sp={topo.sp_size}, seq_alignment={align}) = {m}"
-        problems.append(error(source, "max_length", msg, f"use {max(sft.max_length // m, 1) * m}"))
+    elif sft.max_length and sft.max_length % topo.sp_size == 0:  # not a multiple of sp: rules/sequence.py says so
+        m, align = math.lcm(topo.sp_size, recipe.seq_alignment), recipe.seq_alignment
+        uneven = uneven_shards(sft.max_length, m, f"lcm(sp={topo.sp_size}, seq_alignment={align}) = {m}")
+        problems += [error(source, "max_length", *uneven)] if uneven else []
     if recipe.dataset_streaming:
         msg = "has no effect with `prepare_data` (data_prep streams)"
         problems.append(error(source, "dataset_streaming", msg, "drop it"))

@@ -15,7 +15,9 @@ from longctx.preflight.checks import (
     heads,
     host_fit,
     memory_fit,
+    output_dir,
     positions,
+    services,
     staged,
     toolchain,
     trl_limits,
@@ -35,6 +37,8 @@ CHECKS = (
     host_fit,
     disk,
     staged,
+    services,
+    output_dir,
 )
 
 

@@ -62,14 +62,15 @@ def check(launch) -> list[Problem]:
         ("model_name_or_path", launch.model.model_name_or_path),
     ):
         if isinstance(value, str) and value and looks_local(value) and not repo_path(value).exists():
-            fix = "fix the path (relative to the repository root), or name a Hub id as `org/name`"
+            fix = f"fix the path (a relative one is read from {Path.cwd()}, the recipe's root), or name a Hub id"
             staged = key == "dataset_name" and launch.machine.source == "intended"
             fix = "stage it before `make data`, as the recipe's header says" if staged else fix
             problems.append(
                 (warning if staged else error)(launch.source, key, f"{value}: no such file or folder", fix)
             )
-    for value in getattr(launch.recipe, "data_files", None) or []:
+    for value in getattr(launch.recipe, "data_files", None) or []:  # the command line runs preflight from the root
         if not (repo_path(value).exists() or glob.glob(str(repo_path(value)), recursive=True)):
-            fix = "fix the path (absolute, or relative to the recipe's repository), or the glob"
+            fix = f"fix the path or the glob: a relative one is read from {Path.cwd()}, the recipe's root (the folder "
+            fix += "that holds its accelerate_configs/), and an absolute one works from anywhere"
             problems.append(error(launch.source, "data_files", f"{value}: no such file, folder or glob match", fix))
     return problems

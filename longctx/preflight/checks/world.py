@@ -47,7 +47,11 @@ def gpu_problems(launch, where: str) -> list[Problem]:
     problems = []
     if machine.gpus_per_node == 0 and machine.this_machine:
         msg = f"needs {need} GPUs per machine x {topo.num_machines} machine(s) and this machine has none visible"
-        fix = "launch on a machine with the GPUs (or check CUDA_VISIBLE_DEVICES); CPU runs need a CPU recipe"
+        fix = (
+            "launch on a machine with the GPUs (or check CUDA_VISIBLE_DEVICES); on this machine, "
+            f"`make rehearse RECIPE={launch.source}` runs the recipe in miniature on CPU, end to end and offline, "
+            "and a CPU recipe (tiny-2k) trains for real"
+        )
         return [error(where, "num_processes", msg, fix)]
     if machine.gpus_per_node != need:
         msg = (
