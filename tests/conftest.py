@@ -9,11 +9,13 @@ unit lane stays fast by construction rather than by convention.
 import multiprocessing.process
 import os
 import subprocess
+import sys
 
 import pytest
 
 from longctx.config.paths import launch_path
-from tests.helpers import OFFLINE, TORCH_EXTENSIONS_DIR
+from tests.helpers import OFFLINE, REPO, TORCH_EXTENSIONS_DIR
+from tests.helpers.zygote import wait_ready, write_client
 
 os.environ.update(OFFLINE, TORCH_EXTENSIONS_DIR=TORCH_EXTENSIONS_DIR)
 # The tests' own JIT loads (tests/test_cpu_adam.py) run the same ninja as every launch (the venv's, first on PATH:
@@ -52,6 +54,37 @@ def pytest_runtest_protocol(item, nextitem):
         patch.setattr(subprocess.Popen, "_execute_child", _refuse_for(item.nodeid))
         patch.setattr(multiprocessing.process.BaseProcess, "start", _refuse_for(item.nodeid))
         patch.setattr(os, "fork", _refuse_for(item.nodeid))
+        yield
+
+
+@pytest.fixture(scope="session")
+def launch_zygote(tmp_path_factory):
+    """The session's warm zygote (tests/helpers/zygote.py), started at the first launching test: its client's path,
+    for PYTHON_EXEC. None when it could not start (every launch then starts its ranks as before)."""
+    folder = tmp_path_factory.mktemp("zygote")
+    sock, log = str(folder / "zygote.sock"), open(folder / "zygote.log", "w")  # noqa: SIM115 - closed below
+    argv = [sys.executable, "-m", "tests.helpers.zygote", "serve", sock]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO, start_new_session=True)
+    ready = wait_ready(proc.stdout)
+    yield write_client(str(folder), sock, dict(os.environ)) if ready else None
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+@pytest.fixture(autouse=True)
+def warm_ranks(request):
+    """Ranks of a launching test (`distributed` or `slow`) forked from the session's zygote, unless LONGCTX_ZYGOTE=0
+    or the test is a `faults` test (it signals and kills processes by their place in the process tree)."""
+    node = request.node
+    launching = node.get_closest_marker("distributed") or node.get_closest_marker("slow")
+    if os.environ.get("LONGCTX_ZYGOTE", "1") == "0" or not launching or node.get_closest_marker("faults"):
+        yield
+        return
+    client = request.getfixturevalue("launch_zygote")
+    with pytest.MonkeyPatch.context() as patch:
+        if client:
+            patch.setenv("PYTHON_EXEC", client)
         yield
 
 

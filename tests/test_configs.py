@@ -118,9 +118,9 @@ def test_sp_rules_are_checked_together(tmp_path):
 def test_missing_accelerate_config_is_reported(tmp_path):
     bad = tmp_path / "missing.yaml"
     bad.write_text(
-        (REPO / "recipes" / "tiny-llama/sft-2k-cpu-sp2.yaml").read_text().replace("cpu-sp2.yaml", "cpu-sp3.yaml")
+        (REPO / "recipes" / "tiny-llama/sft-2k-cpu-sp2.yaml").read_text().replace("cpu-sp2.yaml", "cpu-sp5.yaml")
     )
-    with pytest.raises(RecipeError, match="cpu-sp3.yaml: file not found"):
+    with pytest.raises(RecipeError, match="cpu-sp5.yaml: file not found"):
         parse_recipe(["--config", str(bad)])
 
 

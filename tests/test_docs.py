@@ -33,6 +33,7 @@ from tests.helpers.make import run_make
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
 DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]
 STARTS = ("make ", "python ", ".venv/bin/python ", "accelerate launch ", "sbatch ", "pytest ", "benchmarks/")
+STARTS += (".venv/bin/longctx ",)  # the installed command line (pyproject's [project.scripts])
 SUBCOMMANDS = tuple(cli.SUBCOMMANDS)  # every `python -m longctx SUBCOMMAND`, as the CLI lists them
 # whose flags FLAGS holds, per make target: the target's `python -m longctx` subcommand, or the ladder's script
 FLAGS_OF = {target: f"longctx {target}" for target in SUBCOMMANDS} | {
@@ -295,6 +296,8 @@ def check(command: Command) -> list[str]:
         return check_make(tokens)
     if tokens[0].endswith("python"):
         return check_python(command.text)
+    if tokens[0] == ".venv/bin/longctx":  # the same program as `python -m longctx`
+        return check_python(shlex.join(["python", "-m", "longctx", *tokens[1:]]))
     if tokens[:2] == ["accelerate", "launch"]:
         return check_accelerate(tokens)
     return check_files(tokens)

@@ -132,8 +132,8 @@ def test_cli_exits_1_without_isolation(tmp_path):
 
 def test_bad_usage_exits_2(tmp_path, capsys):
     assert main(["no-such-recipe"]) == 2
-    assert main([RECIPE, "--sp", "3"]) == 2
-    assert "cpu-sp3.yaml" in capsys.readouterr().err
+    assert main([RECIPE, "--sp", "5"]) == 2  # no accelerate_configs/cpu-sp5.yaml
+    assert "cpu-sp5.yaml" in capsys.readouterr().err
     assert main([RECIPE, "--sp", "4", "--ring", "3"]) == 2
     assert "--ring 3 needs an --sp it divides" in capsys.readouterr().err
     unknown = tmp_path / "unknown.yaml"

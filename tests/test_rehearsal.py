@@ -50,6 +50,8 @@ def rehearse(name: str, tmp_path: Path, overrides: str = "") -> subprocess.Compl
     itself."""
     env = {**OFFLINE, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "HF_TOKEN": ENV_TOKEN}
     env["TORCH_EXTENSIONS_DIR"] = os.environ["TORCH_EXTENSIONS_DIR"]  # the tier's one CPU Adam build (conftest.py)
+    if "PYTHON_EXEC" in os.environ:  # the session's warm zygote (conftest.py `warm_ranks`): the ranks' imports done
+        env["PYTHON_EXEC"] = os.environ["PYTHON_EXEC"]
     variables = (f"RECIPE={name}", f"FLAGS=--workdir {tmp_path / 'work'}", args_with_token(overrides))
     return run_make("rehearse", *variables, check=False, env=env, timeout=2400)
 

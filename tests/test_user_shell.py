@@ -13,7 +13,9 @@ import subprocess
 
 import pytest
 
-from longctx.config.paths import cli_command
+from longctx.catalog.copy import copy_recipe
+from longctx.commands.cp import run_lines
+from longctx.config.paths import cli_command, resolve_recipe
 from tests.helpers import OFFLINE, REPO
 
 pytestmark = pytest.mark.subprocess
@@ -69,3 +71,13 @@ def test_the_printed_command_prefix_works_pasted_into_any_shell(tmp_path):
     proc = clean_shell(f"{cli_command()} ls tiny", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "tiny-2k" in proc.stdout
+
+
+def test_cps_by_hand_launch_line_names_an_accelerate_that_works_pasted(tmp_path):
+    """`[cp] or by hand`: its `accelerate` is the environment's (a fresh shell has none on PATH)."""
+    copied, _ = copy_recipe(resolve_recipe("tiny-2k"), tmp_path)
+    line = run_lines(tmp_path, copied[0])[-1].strip()
+    program = line.split(" launch ", 1)[0]
+    assert program != "accelerate", line
+    proc = clean_shell(f"{program} launch --help", cwd=tmp_path)
+    assert proc.returncode == 0 and "--config_file" in proc.stdout, proc.stderr[-1500:]

@@ -100,3 +100,18 @@ def test_a_different_import_time_environment_runs_the_real_interpreter(zygote):
     proc = run(client, folder, "rank.py", env={"HF_HOME": str(folder / "elsewhere")})
     assert proc.returncode == 0 and json.loads(proc.stdout)["argv"] == ["rank.py"]
     assert fallbacks(folder).splitlines()[-1] == "-u rank.py: differs: HF_HOME"
+
+
+@pytest.mark.subprocess
+def test_a_pythonpath_with_startup_code_or_a_shadowing_package_runs_the_real_interpreter(zygote, tmp_path):
+    """A fresh interpreter runs sitecustomize.py (tests/test_copy_out.py removes the editable hook that way) and
+    imports a PYTHONPATH package before the installed one; a fork would do neither."""
+    folder, client = zygote
+    (tmp_path / "startup").mkdir()
+    (tmp_path / "startup" / "sitecustomize.py").write_text("import os\nos.environ['ZYGOTE_X'] = 'site ran'\n")
+    proc = run(client, folder, "rank.py", env={"PYTHONPATH": str(tmp_path / "startup")})
+    assert json.loads(proc.stdout)["x"] == "site ran"
+    assert fallbacks(folder).splitlines()[-1].endswith("startup runs startup code")
+    (tmp_path / "shadow" / "transformers").mkdir(parents=True)
+    proc = run(client, folder, "rank.py", env={"PYTHONPATH": str(tmp_path / "shadow")})
+    assert proc.returncode == 0 and fallbacks(folder).splitlines()[-1].endswith("shadow holds transformers")

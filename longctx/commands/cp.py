@@ -48,12 +48,13 @@ def run_lines(dest: Path, recipe: str) -> list[str]:
     """How to run the copy there: the CLI from any folder, or accelerate by hand from its root."""
     import yaml
 
-    from longctx.config.paths import cli_command
+    from longctx.config.paths import cli_command, venv_command
 
     accel = (yaml.safe_load((dest / recipe).read_text()) or {}).get("accelerate_config")
     target = shlex.quote(str(dest / recipe))
+    accelerate = venv_command("accelerate", "accelerate.commands.accelerate_cli")
     return [
         f"[cp] run it from any folder: {cli_command()} sft {target}",
         f"[cp] or by hand from {dest} (after `{cli_command()} data {target}` when it prepares data):",
-        f"     accelerate launch --config_file {accel} recipes/sft.py --config {recipe}",
+        f"     {accelerate} launch --config_file {accel} recipes/sft.py --config {recipe}",
     ]

@@ -29,10 +29,16 @@ def cli_command() -> str:
     virtual environment activated. A bare `python -m longctx` fails in a fresh shell (that `python` lacks the
     pinned stack), so this is the installed script beside the running interpreter (`/repo/.venv/bin/longctx`
     after `make install`), else that interpreter's absolute path with `-m longctx`."""
-    script = Path(sys.executable).parent / "longctx"
-    if script.is_file() and os.access(script, os.X_OK):
-        return shlex.quote(str(script))
-    return f"{shlex.quote(sys.executable)} -m longctx"
+    return venv_command("longctx", "longctx")
+
+
+def venv_command(script: str, module: str) -> str:
+    """An installed console script of the running environment by its absolute path (works from any shell), else
+    the running interpreter's absolute path with `-m module`."""
+    path = Path(sys.executable).parent / script
+    if path.is_file() and os.access(path, os.X_OK):
+        return shlex.quote(str(path))
+    return f"{shlex.quote(sys.executable)} -m {module}"
 
 
 def resolve_recipe(name_or_path: str) -> Path:

@@ -68,6 +68,25 @@ def replay_generation(model, prompts, generation_config, eos_ids, device):
     return out
 
 
+def pair(batch: dict):
+    return batch["completion_ids"], batch["completion_mask"]
+
+
+def recording_deals(deal):
+    """The trainer's dealing of micro-steps (`deal_groups`), each micro-batch's completion ids recorded to
+    `$GRPO_REPLAY_DUMP/deal{r}.jsonl`, one line per generation (the resume test compares them)."""
+
+    def deal_and_record(*args, **kwargs):
+        out = deal(*args, **kwargs)
+        rank = int(os.environ.get("RANK", "0"))
+        lines = [[ids[mask.bool()].tolist() for ids, mask in zip(*pair(b), strict=True)] for b in out]
+        with open(Path(os.environ["GRPO_REPLAY_DUMP"]) / f"deal{rank}.jsonl", "a") as f:
+            f.write(json.dumps(lines) + "\n")
+        return out
+
+    return deal_and_record
+
+
 def recording(generate):
     """The trainer's own generation, each call recorded (`GRPO_CONTROL=generate`)."""
 
@@ -129,6 +148,7 @@ def main() -> None:
         trainer.generate_shared_prefill = recording(trainer.generate_shared_prefill)
     else:
         trainer.generate_shared_prefill = replay_generation
+    trainer.deal_groups = recording_deals(trainer.deal_groups)
     if control in ("generate", "", None):
         pass
     elif control == "shard_log_probs":

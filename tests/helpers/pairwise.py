@@ -16,11 +16,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from longctx.combinations.axes import BASES, COMMON
 from longctx.training.retrieval.haystack import filler_sentence, haystack
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "recipes/assets/tiny-llama"
-SEED, LR, BETA, GAMMA = 7, 0.1, 0.1, 0.5  # longctx/combinations/axes.py COMMON and BASES["dpo"]; simpo_gamma
+LR, BETA = COMMON["learning_rate"], BASES["dpo"]["beta"]
+SEED, GAMMA = COMMON["seed"], 0.5  # PreferenceConfig's default simpo_gamma
 TRAIN, HOLDOUT = 8, 4  # documents (SFT) or pairs (DPO) trained, and held out with `eval=on`
 
 

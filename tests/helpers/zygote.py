@@ -11,9 +11,11 @@ set them, then the script run as `__main__` (runpy). The client relays signals t
 status, so the agent sees a rank as it would see a process of its own.
 
 What a fork cannot carry, the client refuses, and then it execs the real interpreter instead (exactly what runs
-without the zygote): any interpreter flag but -u and -m, and any environment variable a preloaded library reads
-when it is imported (`IMPORT_TIME`: the Hub's offline switches and caches, DeepSpeed's accelerator, the CUDA
-device list, the Python path and hash seed...) whose value differs from the zygote's.
+without the zygote): any interpreter flag but -u and -m, a PYTHONPATH folder with startup code (sitecustomize.py:
+tests/test_copy_out.py removes the editable install's import hook that way) or with a package named like a
+preloaded one, and any environment variable a preloaded library reads when it is imported (`IMPORT_TIME`: the
+Hub's offline switches and caches, DeepSpeed's accelerator, the CUDA device list, the hash seed...) whose value
+differs from the zygote's. The rank does not see the zygote's own `tests` modules.
 
     python -m tests.helpers.zygote serve SOCKET   # prints "ready" once the stack is imported
 """
@@ -28,12 +30,15 @@ import sys
 
 # What a preloaded module may read from the environment at import time: a differing value means the fork would run
 # with the zygote's value, so the client execs the real interpreter instead. Per-rank variables (RANK, LOCAL_RANK,
-# MASTER_PORT, OMP_NUM_THREADS, TORCHELASTIC_*, ACCELERATE_*), HF_TOKEN (huggingface_hub reads it at each call) and
+# MASTER_PORT, OMP_NUM_THREADS, TORCHELASTIC_*, ACCELERATE_*, and what the elastic agent sets for each worker:
+# PYTORCH_NVML_BASED_CUDA_CHECK, TORCH_NCCL_ASYNC_ERROR_HANDLING), the allocator setting PYTORCH_CUDA_ALLOC_CONF
+# (read at the first CUDA allocation), HF_TOKEN (huggingface_hub reads it at each call) and
 # TORCH_EXTENSIONS_DIR (read at each JIT load) are read when the rank runs, not at import: the child gets the client's.
 # PYTHONPATH becomes the child's sys.path; OMP_NUM_THREADS is applied to torch's pool in the child.
 IMPORT_TIME = re.compile(
-    r"^(HF_(?!TOKEN$)|HUGGINGFACE_|TRANSFORMERS_|DATASETS_|TOKENIZERS_|DS_|DEEPSPEED_|CUDA_|NCCL_|PYTORCH_|TRITON_|"
-    r"TORCH_(?!EXTENSIONS_DIR$)|LIGER_|TRL_|KMP_|MKL_|XDG_CACHE_HOME$|PYTHONHASHSEED$|PYTHONWARNINGS$|LD_PRELOAD$)"
+    r"^(HF_(?!TOKEN$)|HUGGINGFACE_|TRANSFORMERS_|DATASETS_|TOKENIZERS_|DS_|DEEPSPEED_|CUDA_|NCCL_|TRITON_|"
+    r"PYTORCH_(?!NVML_BASED_CUDA_CHECK$|CUDA_ALLOC_CONF$)|TORCH_(?!EXTENSIONS_DIR$|NCCL_ASYNC_ERROR_HANDLING$)|LIGER_|TRL_|KMP_|MKL_|"
+    r"XDG_CACHE_HOME$|PYTHONHASHSEED$|PYTHONWARNINGS$|LD_PRELOAD$)"
 )
 PRELOAD = ("torch", "numpy", "transformers", "accelerate", "datasets", "deepspeed", "trl", "peft",
            "liger_kernel.transformers", "torch.distributed.elastic")  # fmt: skip
@@ -60,7 +65,7 @@ def cpu_default() -> str | None:
 CLIENT = r"""#!{python} -S
 # The zygote's client (tests/helpers/zygote.py): a rank started by torch's elastic agent as PYTHON_EXEC.
 import array, json, os, signal, socket, struct, sys
-SOCK, REAL, WANT = {sock!r}, {python!r}, {want!r}
+SOCK, REAL, WANT, SHADOWED = {sock!r}, {python!r}, {want!r}, {shadowed!r}
 args = sys.argv[1:]
 rest = [a for a in args if a != "-u"]
 module = rest[:1] == ["-m"]
@@ -77,6 +82,12 @@ if not rest or rest[0].startswith("-"):
     fallback("interpreter flags")
 if mine != WANT:
     fallback("differs: " + " ".join(sorted(k for k in mine.keys() | WANT.keys() if mine.get(k) != WANT.get(k))))
+for entry in filter(None, env.get("PYTHONPATH", "").split(os.pathsep)):  # what a fresh interpreter would do otherwise
+    names = set(os.listdir(entry)) if os.path.isdir(entry) else set()
+    if names & {{"sitecustomize.py", "usercustomize.py"}}:
+        fallback(entry + " runs startup code")
+    if names & SHADOWED:
+        fallback(entry + " holds " + " ".join(sorted(names & SHADOWED)))
 s = socket.socket(socket.AF_UNIX)
 try:
     s.connect(SOCK)
@@ -108,7 +119,9 @@ def write_client(folder: str, sock: str, env: dict) -> str:
     """The client script (PYTHON_EXEC), for this interpreter and the zygote's import-time environment `env`."""
     path = os.path.join(folder, "python-zygote")
     want, pattern = fingerprint(env), IMPORT_TIME.pattern
-    text = CLIENT.format(python=sys.executable, sock=sock, want=want, pattern=pattern, ds_default=cpu_default())
+    shadowed = {name for top in PRELOAD for name in (top.split(".")[0], top.split(".")[0] + ".py")}
+    text = CLIENT.format(python=sys.executable, sock=sock, want=want, pattern=pattern, ds_default=cpu_default(),
+                         shadowed=shadowed)  # fmt: skip
     with open(path, "w") as f:
         f.write(text)
     os.chmod(path, 0o755)
@@ -144,6 +157,8 @@ def become(job: dict, fds: list[int], base_path: list[str]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in [m for m in sys.modules if m == "tests" or m.startswith("tests.")]:  # the zygote's own, not the rank's
+        del sys.modules[name]
     watch_client(job["client"])
     os.getppid = lambda: job["ppid"]  # the rank's parent is the launcher that started the client, not the zygote
     extra = [p for p in job["env"].get("PYTHONPATH", "").split(os.pathsep) if p]

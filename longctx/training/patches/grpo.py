@@ -141,6 +141,33 @@ GRPO_OVERRIDES: tuple[Override, ...] = (
         ),
     ),
     Override(
+        method=f"{GRPO}._get_train_sampler",
+        overridden_by=f"{GRPO_TRAINER}._get_train_sampler",
+        why="the same `RepeatSampler`, as rl/resume.py's `EpochRepeatSampler`: pass e drawn from the seed (TRL's "
+        "generator advances a permutation a pass and is not saved, so a resumed run drew epoch 0's prompts); its "
+        "epoch from accelerate's `set_epoch` and, with `_step`, from the restored global step at train begin, "
+        "counted as the Trainer's epoch loop and the skip of a resume count them; relies on TRL's training_step "
+        "counting one `_step` a micro-step",
+        written_against="trl==1.16.0, transformers==5.23.0, accelerate==1.15.0",
+        source_sha256="36497afb4d311dc9a80d914d27893fe075c5bbc7edde8586edfa60125e980799",
+        relies_on=(
+            ("trl.trainer.utils.RepeatSampler", "ba139f4a43eeecd4976bc51c850039df3b53a308e5f1c372f7922e367906cd58"),
+            (f"{GRPO}.training_step", "9e18632f7dd8e8d8f0ebbdcc4431feb1a9e3c037a02cf8c3aec38aa68ee58814"),
+            (
+                "transformers.trainer.Trainer._init_training_state",
+                "8fbd17ebb7d3793df3ad9034f17c9f6d17045863cc57a6786681f269126dbaff",
+            ),
+            (
+                "transformers.trainer.Trainer._run_epoch",
+                "31aff00f34c302a241b458727e59ae4befab906c51632831b90f6dac4357b823",
+            ),
+            (
+                "accelerate.data_loader.DataLoaderShard.set_epoch",
+                "07cce703acb8d151af63e62e991f8d8ce29be45e860ccaade1f45e4957511bb4",
+            ),
+        ),
+    ),
+    Override(
         method="transformers.trainer.Trainer.get_sp_size",
         overridden_by=f"{GRPO_TRAINER}.get_sp_size",
         why="1 for the Trainer's batch accounting (total batch size, the loader's length, which it multiplies by sp "

@@ -13,6 +13,8 @@ mechanisms live in modules of their own (longctx/training/rl/):
 - `_generate_single_turn`: transformers generation on each rank's own prompts, SP attention off while decoding, a
   prompt's prefill once for its completions (generation.py); vLLM stays TRL's;
 - `_prepare_inputs`: with prefix sharing, micro-steps dealt whole prompt groups across the SP group (batches.py);
+- `_get_train_sampler` and a callback: a resumed run's prompt order and micro-step counter are the uninterrupted
+  run's (resume.py);
 - the reference of the KL term built from the recipe like the policy (reference.py); the SP data path without
   DeepSpeed's SP dataloader adapter (each rank loads its own prompts; its group trains the union);
 - the shared base's (longctx/training/trainer_base.py) per-model fixes and run callbacks, universal and atomic
@@ -30,6 +32,7 @@ from longctx.training.rl.generation import generate_shared_prefill
 from longctx.training.rl.log_probs import GroupScorer
 from longctx.training.rl.loss import bnpo_group_scale
 from longctx.training.rl.reference import prepare_reference
+from longctx.training.rl.resume import RestoreStepCounters, epoch_sampler
 from longctx.training.rl.support import refuse_unsupported
 from longctx.training.rl.ulysses import attention_before_sp, local_attention
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
@@ -63,6 +66,7 @@ class LongContextGRPOTrainer(LongContextTrainerBase, GRPOTrainer):
         self.install_model_fixes()  # the policy: prepare_model, as SFT's (prefix sharing too)
         self.add_run_callbacks()  # throughput/MFU/memory, topology.json, optimizer report
         self._scorer = None
+        self.add_callback(RestoreStepCounters(self))  # a resumed run's `_step` and prompt order (rl/resume.py)
 
     def scorer(self) -> GroupScorer:
         """How this rank scores its SP group's rows (built once the SP group exists: after accelerate's prepare)."""
@@ -168,6 +172,11 @@ class LongContextGRPOTrainer(LongContextTrainerBase, GRPOTrainer):
         return self._buffered_inputs[self._step % steps]
 
     # ---- the data path under SP: each rank its own prompts, no SP dataloader adapter
+
+    def _get_train_sampler(self, dataset=None):
+        """TRL's prompt sampler, whose pass e is drawn from the seed alone, so a resumed run's is too (resume.py)."""
+        self._train_sampler = epoch_sampler(super()._get_train_sampler(dataset))
+        return self._train_sampler
 
     def get_sp_size(self) -> int:
         """1 for the Trainer's batch accounting: every rank loads and generates its own prompts (no SP adapter
