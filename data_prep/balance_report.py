@@ -18,7 +18,7 @@ def model_config(recipe, model) -> dict | None:
     shipped snapshot); None when there is none here."""
     import json
 
-    from longctx.config.model_config import find_model_config
+    from longctx.config.model.config_json import find_model_config
 
     path = find_model_config(model.model_name_or_path, getattr(recipe, "model_config_source", None))
     return json.loads(path.read_text()) if path else None

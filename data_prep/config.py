@@ -154,7 +154,7 @@ def check(cfg: PrepConfig) -> PrepConfig:
 
 def grpo_prep_extras(recipe, config) -> dict:
     """A GRPO recipe's PrepConfig fields outside the cache key: its reward functions' columns, G and C."""
-    from longctx.config.reward_functions import required_columns, reward_functions
+    from longctx.config.trainers.reward_functions import required_columns, reward_functions
 
     functions, problems = reward_functions(config.reward_funcs, recipe.config_source)
     if problems:

@@ -10,9 +10,9 @@ Mixture-of-experts models keep their routing at 8 experts at most (`miniature_ex
 A new model type whose config has other size keys (a vision tower) extends `miniature_config`.
 """
 
-from longctx.config.layer_shapes import layer_shapes
-from longctx.config.linear_layers import text_config
-from longctx.config.model_config import EXPERT_COUNT_KEYS
+from longctx.config.model.config_json import EXPERT_COUNT_KEYS
+from longctx.config.model.layer_shapes import layer_shapes
+from longctx.config.model.linear_layers import text_config
 
 LAYERS, HIDDEN, HEAD_DIM = 2, 64, 8
 MAX_EXPERTS = 8
@@ -109,7 +109,8 @@ def miniature_experts(config: dict, hidden: int, layers: int = LAYERS) -> dict:
 
 
 def miniature_layer_shapes(config: dict, mini: dict, sp: int) -> dict:
-    """Gemma 4's per-layer shapes at tiny size (longctx/config/layer_shapes.py): the global layers' head size in the
+    """Gemma 4's per-layer shapes at tiny size (longctx/config/model/layer_shapes.py): the global layers' head size in
+    the
     same ratio to the sliding layers' (512 : 256), their KV heads split or replicated at sp as the real ones, KV
     sharing kept as one consuming layer per layer type after the producers, per-layer inputs 8 wide."""
     shapes = layer_shapes(config)

@@ -7,7 +7,7 @@ Launch from the repository root with the accelerate YAML the recipe names in `ac
 
 or let make resolve the pair and prepare the pairs first: `make dpo RECIPE=tiny-dpo-2k ARGS="--beta 0.2"`.
 The same strict recipe parser, mesh check, secret handling, process-wide fixes, metrics and resume as
-`recipes/sft.py`, on TRL's DPOConfig (plus longctx/config/preference.py's keys) and `LongContextDPOTrainer`
+`recipes/sft.py`, on TRL's DPOConfig (plus longctx/config/trainers/preference.py's keys) and `LongContextDPOTrainer`
 (longctx/training/preference/trainer.py): TRL's DPOTrainer with each answer's log-probs summed over the SP group.
 """
 

@@ -6,7 +6,7 @@ Launch from the repository root with the accelerate YAML the recipe names in `ac
 
 or let make resolve the pair: `make grpo RECIPE=... ARGS="--beta 0.04"`. The same strict recipe parser, mesh
 check, secret handling, process-wide fixes, metrics and resume as `recipes/sft.py`, on TRL's GRPOConfig (plus
-longctx/config/rl.py's keys) and `LongContextGRPOTrainer` (longctx/training/rl/trainer.py): TRL's GRPOTrainer
+longctx/config/trainers/rl.py's keys) and `LongContextGRPOTrainer` (longctx/training/rl/trainer.py): TRL's GRPOTrainer
 with completions sampled on each rank, scored in group rows (a prompt once per group with `prefix_sharing`) split
 across the SP group, and per-token log-probs exact across it.
 """

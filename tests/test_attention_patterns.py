@@ -1,4 +1,4 @@
-"""The attention-pattern gate (longctx/config/rules/attention_patterns.py) on the model-family registry.
+"""The attention-pattern gate (longctx/config/rules/attention/attention_patterns.py) on the model-family registry.
 
 Under SP, a layer type or attention implementation the registry does not prove exact is refused by name, with why
 SP would change it and what to do, before any model is built: by the recipe rules the entrypoint and preflight run
@@ -25,7 +25,7 @@ from transformers import (
 
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.config.recipe import RecipeError, parse_recipe
-from longctx.config.rules.attention_patterns import effective_layer_types, pattern_problems
+from longctx.config.rules.attention.attention_patterns import effective_layer_types, pattern_problems
 from longctx.miniature import miniature_config
 
 # config class, the layer types its miniature has, a phrase of the reason, whether the test builds the model too

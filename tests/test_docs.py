@@ -106,8 +106,8 @@ def placeholder(token: str) -> bool:
 def recipe_keys() -> frozenset[str]:
     from trl import ModelConfig, SFTConfig
 
-    from longctx.config.preference import PreferenceConfig
     from longctx.config.recipe import RecipeArguments
+    from longctx.config.trainers.preference import PreferenceConfig
 
     classes = (RecipeArguments, SFTConfig, PreferenceConfig, ModelConfig)  # an SFT or a `trainer: dpo` recipe's keys
     fields = {f.name for cls in classes for f in dataclasses.fields(cls)}

@@ -12,7 +12,7 @@ import pytest
 from longctx.config.families.check import registry_problems
 from longctx.config.families.registry import FAMILIES, family_of
 from longctx.config.families.schema import LayerType
-from longctx.config.model_config import find_model_config
+from longctx.config.model.config_json import find_model_config
 from longctx.config.paths import RECIPES_DIR
 from longctx.config.topology import load_yaml_mapping
 from tests.helpers import REPO

@@ -12,9 +12,9 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from longctx.config.layer_shapes import layer_shapes
+from longctx.config.model.layer_shapes import layer_shapes
 from longctx.config.paths import ARCHITECTURES_DIR
-from longctx.config.rules.head_shapes import flash_head_dim_problems, layer_type_heads, sp_head_problems
+from longctx.config.rules.attention.head_shapes import flash_head_dim_problems, layer_type_heads, sp_head_problems
 from longctx.memory_plan.arch import Arch
 from longctx.miniature import miniature_config
 from longctx.training.metrics.flops import FlopCounts

@@ -54,7 +54,7 @@ def test_plan_terms_scale_with_experts_where_they_should():
 
 def test_preflight_reads_the_layer_pattern_and_requires_sdpa_for_sinks_under_sp(capsys):
     """Under SP only the sink-aware sdpa is proven: flash_attention_2 is refused by the attention-pattern gate
-    (longctx/config/rules/attention_patterns.py), naming both layer types."""
+    (longctx/config/rules/attention/attention_patterns.py), naming both layer types."""
     from longctx.commands.validate import main
 
     assert main(["gptoss20b-128k", "--num-gpus", "8"]) == 0

@@ -16,7 +16,7 @@ import pytest
 import torch
 from trl import GRPOTrainer
 
-from longctx.config.rl import LOSS_TYPES
+from longctx.config.trainers.rl import LOSS_TYPES
 from longctx.training.rl.loss import bnpo_scale, local_tokens
 
 SP, PER_RANK, WIDTH, GA, STEPS_PER_GENERATION = 4, 2, 7, 2, 2

@@ -1,4 +1,5 @@
-"""Reward functions of a GRPO recipe: loaded by import path (longctx/config/reward_functions.py), refused by name
+"""Reward functions of a GRPO recipe: loaded by import path (longctx/config/trainers/reward_functions.py), refused by
+name
 when unusable, and the shipped verifiable rewards scored as their literature scores, through TRL's own call."""
 
 import types
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from longctx.config.recipe import RecipeError
-from longctx.config.reward_functions import required_columns
+from longctx.config.trainers.reward_functions import required_columns
 from longctx.training.rl.rewards import load_reward_functions
 from longctx.training.rl.rewards.passkey import needle_recall, passkey_exact_match
 from longctx.training.rl.rewards.qa import normalize_answer, qa_exact_match, qa_f1

@@ -1,4 +1,5 @@
-"""The rules of a `trainer: grpo` recipe (longctx/config/rules/grpo.py): each refuses, before launch and by name, one
+"""The rules of a `trainer: grpo` recipe (longctx/config/rules/trainers/grpo.py): each refuses, before launch and by
+name, one
 recipe the long-context GRPO trainer cannot run as written; the tiny recipe passes them all."""
 
 import pytest

@@ -1,6 +1,6 @@
 """The GRPO trainer's parts that need no launch: its refusals, its config, and how micro-steps are dealt.
 
-Refusals: every key, recipe key and model feature longctx/config/rl.py lists is refused by name with its fix
+Refusals: every key, recipe key and model feature longctx/config/trainers/rl.py lists is refused by name with its fix
 (longctx/training/rl/support.py), at the sp where it is refused only; a prompt over `max_prompt_length` is refused at
 generation. Config: TRL's sp refusal is lifted for Ulysses SP and kept for context parallelism. Dealing
 (longctx/training/rl/batches.py): with prefix sharing, a scored generation batch whose prompt groups arrive
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from longctx.config.recipe import RecipeError
-from longctx.config.rl import REFUSED_OPTIONS, REFUSED_RECIPE_KEYS, REFUSED_UNDER_SP, GRPORecipeConfig
+from longctx.config.trainers.rl import REFUSED_OPTIONS, REFUSED_RECIPE_KEYS, REFUSED_UNDER_SP, GRPORecipeConfig
 from longctx.training.rl.batches import deal_groups
 from longctx.training.rl.support import model_problems, option_problems, recipe_problems
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from longctx.config.model_config import find_model_config
+from longctx.config.model.config_json import find_model_config
 from longctx.config.paths import ARCHITECTURES_DIR, REPO_ROOT
 from longctx.launch.accelerate_launch import Mesh, accelerate_argv, free_port, read_mesh, runtime_env
 from longctx.miniature import miniature_config, scaled_heads

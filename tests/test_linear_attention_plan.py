@@ -14,7 +14,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 
-from longctx.config.linear_layers import LinearAttention
+from longctx.config.model.linear_layers import LinearAttention
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.memory_plan import linear_attention
 from longctx.memory_plan.arch import Arch

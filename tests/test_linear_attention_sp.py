@@ -21,7 +21,7 @@ from transformers import (
 )
 from transformers.models.qwen3_5 import modeling_qwen3_5
 
-from longctx.config.rules.linear_attention import linear_attention_problems
+from longctx.config.rules.attention.linear_attention import linear_attention_problems
 from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.layers import gated_deltanet as kernels
 from longctx.training.layers.linear_attention import (

@@ -14,7 +14,7 @@ import torch
 from datasets import Dataset
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
-from longctx.config.linear_layers import LinearAttention
+from longctx.config.model.linear_layers import LinearAttention
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.training.metrics.flops import FlopCounts, causal_pairs, head_positions, real_tokens
 from longctx.training.metrics.throughput import ThroughputCallback, peak_memory_gib

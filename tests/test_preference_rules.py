@@ -1,4 +1,5 @@
-"""The rules of a `trainer: dpo` recipe (longctx/config/rules/preference.py) and the launch of the right entrypoint.
+"""The rules of a `trainer: dpo` recipe (longctx/config/rules/trainers/preference.py) and the launch of the right
+entrypoint.
 
 Each rule refuses one recipe the long-context DPO trainer cannot run as written, naming the key and the fix; the
 tiny recipe passes them all. `make sft` of a preference recipe (and `make dpo` of an SFT one) stops before any

@@ -1,4 +1,5 @@
-"""The planner of hybrid Ulysses x ring SP and its refusals (longctx/config/rules/ring.py), the accelerate YAML key,
+"""The planner of hybrid Ulysses x ring SP and its refusals (longctx/config/rules/attention/ring.py), the accelerate
+YAML key,
 `make plan`'s split line and the ring's memory term. No process: rules and the plan read configs only.
 """
 
@@ -8,7 +9,7 @@ import json
 import pytest
 
 from longctx.config.paths import REPO_ROOT
-from longctx.config.rules.ring import plan_split, ring_problems, sp_topology_problems, why_split
+from longctx.config.rules.attention.ring import plan_split, ring_problems, sp_topology_problems, why_split
 from longctx.config.topology import read_topology
 from longctx.memory_plan.estimate import estimate
 from longctx.memory_plan.inputs import PlanInputs
@@ -85,7 +86,7 @@ def test_sinks_and_sliding_windows_are_refused_under_a_ring_naming_the_layer(tmp
 
 def test_qwen35_on_two_nodes_plans_clean(tmp_path):
     """24 query heads at sp=16: no Ulysses mesh; U=8 x R=2 fits, and its Gated DeltaNet layers split their 16 key
-    heads across the whole sp=16 (longctx/config/rules/linear_attention.py, unchanged under the ring)."""
+    heads across the whole sp=16 (longctx/config/rules/attention/linear_attention.py, unchanged under the ring)."""
     topo = type(topology(tmp_path, 16, 2))(**{**topology(tmp_path, 16, 2).__dict__, "num_machines": 2})
     assert ring_problems(config("Qwen/Qwen3.5-27B"), topo, "accel.yaml", "Qwen3.5-27B") == []
 

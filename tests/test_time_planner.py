@@ -122,7 +122,8 @@ def test_make_plan_prints_the_choice_and_its_runner_up(recipe, capsys):
 
 def test_the_planner_never_picks_a_ring_the_recipes_rules_refuse(capsys):
     """llama8b-dpo-64k with packed 8K documents: a pure ring would be predicted fastest, but DPO prefix sharing on a
-    GPU ring is refused by the recipe's own rules (longctx/config/rules/preference.py), so no ring is offered."""
+    GPU ring is refused by the recipe's own rules (longctx/config/rules/trainers/preference.py), so no ring is
+    offered."""
     from longctx.commands.validate import main
     from longctx.preflight.load import Machine, load_launch
     from longctx.preflight.time_plan import allowed_rings

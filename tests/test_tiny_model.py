@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from longctx.catalog.tiny_model import FOLDER, GGUF_FILE, SOURCE, WHEEL
 from longctx.config.families.registry import family_of
 from longctx.config.paths import REPO_ROOT
-from longctx.config.rules.head_shapes import fits
+from longctx.config.rules.attention.head_shapes import fits
 
 MODEL = REPO_ROOT / FOLDER
 

@@ -44,7 +44,7 @@ def at_sp1(derived: Derived, work: Path) -> Derived | None:
 def prepare_model(derived: Derived, raw: dict, work: Path) -> list[str]:
     """The miniature model and tokenizer, and the sample data, in the rehearsal's folder."""
     from longctx.config.chat_templates import resolve_chat_template, stock_template
-    from longctx.config.model_config import find_model_config
+    from longctx.config.model.config_json import find_model_config
     from longctx.cpu_rehearsal.run import StepFailed
     from longctx.cpu_rehearsal.sample import write_sample
     from longctx.cpu_rehearsal.stand_in_tokenizer import write_model

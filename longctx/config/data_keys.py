@@ -5,7 +5,7 @@ Why these exist: data arrives as it was collected, not as TRL names it. A ShareG
 columns in a script is the step every user repeats, so the recipe says it once, like axolotl's `field_messages`
 and `message_property_mappings`, and data_prep reads the rows through it (data_prep/formats.py). TRL's own
 `dataset_text_field` names the text column; every other TRL data key is honoured or refused by name
-(longctx/config/rules/data_keys.py).
+(longctx/config/rules/data/data_keys.py).
 
 `column_mapping` is the one reading of these keys: data_prep builds its config from it and training ranks find
 the prepared data's manifest by it, so the two never disagree.

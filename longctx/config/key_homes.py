@@ -45,7 +45,7 @@ PARALLELISM_KEYS = {
     )
 }
 # Ours, not accelerate's (its launcher ignores them; the entrypoint and preflight read them from the YAML):
-# R of hybrid Ulysses x ring SP (longctx/config/rules/ring.py)
+# R of hybrid Ulysses x ring SP (longctx/config/rules/attention/ring.py)
 OUR_PARALLELISM_KEYS = {"parallelism_config_sp_ring_size"}
 PARALLELISM_KEYS |= OUR_PARALLELISM_KEYS
 DEEPSPEED_TOP_KEYS = {

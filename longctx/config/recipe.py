@@ -48,8 +48,8 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
         default="sft",
         metadata={
             "help": "`sft`: supervised fine-tuning (`make sft`, TRL's SFTConfig keys); `dpo`: preference training "
-            "(`make dpo`, TRL's DPOConfig keys plus longctx/config/preference.py's); `grpo`: online RL "
-            "(`make grpo`, TRL's GRPOConfig keys plus longctx/config/rl.py's). Picks the recipe's key set."
+            "(`make dpo`, TRL's DPOConfig keys plus longctx/config/trainers/preference.py's); `grpo`: online RL "
+            "(`make grpo`, TRL's GRPOConfig keys plus longctx/config/trainers/rl.py's). Picks the recipe's key set."
         },
     )
     accelerate_config: str | None = field(
@@ -96,7 +96,7 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
     # Set by parse_recipe, not a recipe key (init=False keeps it out of the parser): the file errors name.
     config_source: str = field(default="command line", init=False, repr=False)
     # Set by parse_values too: the keys the recipe file or the command line set, as opposed to defaults, so a
-    # rule can refuse a TRL key the user set that data_prep cannot honour (longctx/config/rules/data_keys.py).
+    # rule can refuse a TRL key the user set that data_prep cannot honour (longctx/config/rules/data/data_keys.py).
     explicit_keys: frozenset = field(default=frozenset(), init=False, repr=False)
 
     # ---- data preparation (data_prep/, `make data`): checked by rules.prepared_data.prepared_data_problems
@@ -158,8 +158,9 @@ class RecipeArguments(_script_arguments_base(), DataSourceArguments):
         default=False,
         metadata={
             "help": "Under SP, warn instead of refusing a model type, layer type or attention implementation the "
-            "model-family registry does not prove exact (longctx/config/rules/attention_patterns.py). The CPU "
-            "rehearsal sets it to compare sp=1 with sp=2 on a model without a proven row; a real run should not."
+            "model-family registry does not prove exact (longctx/config/rules/attention/attention_patterns.py). "
+            "The CPU rehearsal sets it to compare sp=1 with sp=2 on a model without a proven row; "
+            "a real run should not."
         },
     )
     accept_unproven_remote_code_under_sp: bool = field(
@@ -209,14 +210,14 @@ TRAINERS = ("sft", "dpo", "grpo")
 
 def training_config_class(trainer: str = "sft"):
     """The TRL config dataclass a recipe's training keys parse into: SFTConfig, or for `trainer: dpo` TRL's
-    DPOConfig with this repository's preference keys (longctx/config/preference.py), for `trainer: grpo` TRL's
-    GRPOConfig with the online RL keys (longctx/config/rl.py)."""
+    DPOConfig with this repository's preference keys (longctx/config/trainers/preference.py), for `trainer: grpo` TRL's
+    GRPOConfig with the online RL keys (longctx/config/trainers/rl.py)."""
     if trainer == "dpo":
-        from longctx.config.preference import PreferenceConfig
+        from longctx.config.trainers.preference import PreferenceConfig
 
         return PreferenceConfig
     if trainer == "grpo":
-        from longctx.config.rl import GRPORecipeConfig
+        from longctx.config.trainers.rl import GRPORecipeConfig
 
         return GRPORecipeConfig
     from trl import SFTConfig

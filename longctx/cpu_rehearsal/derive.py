@@ -237,7 +237,7 @@ def allow_unproven_attention(raw: dict, recipe: dict, sp: int) -> list[str]:
     whether SP keeps it exact (docs/adding-a-model.md). Returns the note, or nothing for a proven model."""
     from types import SimpleNamespace
 
-    from longctx.config.rules.attention_patterns import pattern_problems, recipe_model_config
+    from longctx.config.rules.attention.attention_patterns import pattern_problems, recipe_model_config
 
     source = SimpleNamespace(
         model_config_source=raw.get("model_config_source"), model_config_overrides=raw.get("model_config_overrides")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from longctx.config.families.registry import family_of
 from longctx.config.families.schema import StandInTokens
-from longctx.config.linear_layers import text_config
-from longctx.config.model_config import hf_cache_file
+from longctx.config.model.config_json import hf_cache_file
+from longctx.config.model.linear_layers import text_config
 from longctx.config.paths import repo_path
 from longctx.miniature import miniature_config
 

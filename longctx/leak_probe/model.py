@@ -10,7 +10,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from longctx.config.keys import recipe_with_overrides
-from longctx.config.model_config import find_model_config
+from longctx.config.model.config_json import find_model_config
 from longctx.config.paths import ARCHITECTURES_DIR, resolve_recipe
 from longctx.miniature import miniature_config
 
@@ -24,7 +24,7 @@ def probe_model_source(recipe: str, overrides: dict | None = None) -> tuple[str,
 
 
 def load_architecture(model_name_or_path: str, config_source: str | None = None):
-    """The model's config, from disk only (longctx/config/model_config.py's lookup)."""
+    """The model's config, from disk only (longctx/config/model/config_json.py's lookup)."""
     path = find_model_config(model_name_or_path, config_source)
     if path is None:
         raise FileNotFoundError(

@@ -11,15 +11,15 @@ expert (Qwen3.5-MoE, Qwen3-Next: a gated MLP of width `shared_intermediate` and 
 token: counted in states, activations and FLOPs alike. Dense models have `experts == 0`.
 
 Models whose layers differ (Gemma 4: global layers of another head size and KV heads, KV-sharing layers, experts
-beside the dense MLP, per-layer inputs) carry their layers' shapes in `shapes` (longctx/config/layer_shapes.py),
+beside the dense MLP, per-layer inputs) carry their layers' shapes in `shapes` (longctx/config/model/layer_shapes.py),
 which the properties below sum layer by layer instead of multiplying one layer by `layers`.
 """
 
 from dataclasses import dataclass
 
-from longctx.config.layer_shapes import LayerShapes, layer_shapes
-from longctx.config.linear_layers import LinearAttention, gated_attention
-from longctx.config.model_config import moe_sizes
+from longctx.config.model.config_json import moe_sizes
+from longctx.config.model.layer_shapes import LayerShapes, layer_shapes
+from longctx.config.model.linear_layers import LinearAttention, gated_attention
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,9 @@ class Arch:
 
     @classmethod
     def from_config(cls, config: dict) -> "Arch":
-        """Sizes from the config's keys (experts: config/model_config.py `moe_sizes`); what a model type implies
-        beyond them (Qwen3.5's output gate) from its family row, through config/linear_layers.py `gated_attention`."""
+        """Sizes from the config's keys (experts: config/model/config_json.py `moe_sizes`); what a model type implies
+        beyond them (Qwen3.5's output gate) from its family row, through config/model/linear_layers.py
+        `gated_attention`."""
         gate = gated_attention(config)
         config = config.get("text_config") or config
         heads = int(config["num_attention_heads"])

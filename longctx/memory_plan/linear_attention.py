@@ -3,12 +3,12 @@
 Under SP (longctx/training/layers/linear_attention.py) an all-to-all hands each rank the whole sequence for its
 linear_num_key_heads / sp key heads and linear_num_value_heads / sp value heads, so a layer's working set grows
 linearly with S: the exchanged projections, the convolution's buffers and the recurrence's per-chunk states.
-The layers' sizes and parameters are read by longctx/config/linear_layers.py.
+The layers' sizes and parameters are read by longctx/config/model/linear_layers.py.
 """
 
 import math
 
-from longctx.config.linear_layers import LinearAttention
+from longctx.config.model.linear_layers import LinearAttention
 
 BF16 = 2
 FP32 = 4

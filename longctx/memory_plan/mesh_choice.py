@@ -2,7 +2,8 @@
 the one whose predicted step is shortest, with the runner-up and by how much.
 
 What varies: the split sp = Ulysses U x ring R (U divides the query heads, the KV heads divide U or U them, U divides
-a node's GPUs; R > 1 only for a model the ring computes: no sinks, no sliding windows: longctx/config/rules/ring.py),
+a node's GPUs; R > 1 only for a model the ring computes: no sinks, no sliding windows:
+longctx/config/rules/attention/ring.py),
 DeepSpeed's optimizer offload, and the checkpointing kind (none, full, selective, full with the checkpoints offloaded
 to the host). What stays: sp, the world, the length, the micro-batch and accumulation, TiledMLP, LoRA, the kernels.
 Why by time: a mesh that fits is not a mesh that is fast. The ring hides its K/V traffic behind attention only once a
@@ -13,7 +14,7 @@ the memory plan says which fit (longctx/memory_plan/estimate.py), the step-time 
 
 from dataclasses import dataclass
 
-from longctx.config.rules.ring import attention_features, ulysses_fits
+from longctx.config.rules.attention.ring import attention_features, ulysses_fits
 from longctx.memory_plan.estimate import estimate
 from longctx.memory_plan.inputs import PlanInputs
 from longctx.memory_plan.step_time import StepTime, predict
@@ -46,7 +47,8 @@ def checkpointing_kind(i: PlanInputs) -> str:
 
 
 def splits(config: dict, i: PlanInputs, rings: set[int] | None = None) -> list[tuple[int, int]]:
-    """Every (U, R) of sp this model and node allow (longctx/config/rules/ring.py's rules), of the ring sizes `rings`
+    """Every (U, R) of sp this model and node allow (longctx/config/rules/attention/ring.py's rules), of the ring
+    sizes `rings`
     the launch's own rules allow when given (a recipe can refuse a ring: DPO prefix sharing on a GPU)."""
     text = config.get("text_config") or config
     heads, kv = int(text["num_attention_heads"]), int(text.get("num_key_value_heads") or text["num_attention_heads"])

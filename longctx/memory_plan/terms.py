@@ -69,7 +69,8 @@ def model_states(arch: Arch, num_gpus: int, zero_stage: int, offload_optimizer: 
 
 
 def reference_model(arch: Arch, num_gpus: int, zero_stage: int, source: str) -> float:
-    """DPO's reference (longctx/config/preference.py `reference_log_probs`): `frozen_model` keeps a second copy of
+    """DPO's reference (longctx/config/trainers/preference.py `reference_log_probs`): `frozen_model` keeps a second
+    copy of
     the bf16 weights, sharded over every GPU by ZeRO-3 (TRL's `prepare_deepspeed` inference engine; whole under
     stage 2, which the recipe rules refuse); `precomputed` (a no-grad pass before training), `adapter_disabled`
     (the policy's own weights) and `none` keep nothing."""

@@ -1,6 +1,6 @@
 """The model facts the checks and the memory plan need, resolved offline from the model's `config.json`.
 
-Looked up by longctx/config/model_config.py (the recipe's `model_config_source`, a local folder, the Hugging Face
+Looked up by longctx/config/model/config_json.py (the recipe's `model_config_source`, a local folder, the Hugging Face
 cache, the shipped snapshot), never downloaded: preflight must answer before any network or GPU work.
 """
 
@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 
 from longctx.config.families.registry import family_of
-from longctx.config.linear_layers import text_config
-from longctx.config.model_config import find_model_config
+from longctx.config.model.config_json import find_model_config
+from longctx.config.model.linear_layers import text_config
 from longctx.config.paths import REPO_ROOT
 
 ROPE_KEYS = ("rope_parameters", "rope_scaling")

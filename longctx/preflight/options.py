@@ -36,7 +36,7 @@ def plan_inputs(launch) -> PlanInputs:
     The loss head is always TRL's fused head (TRL 1.16 patches every SFTTrainer model with it; full logits
     never exist); `use_liger_kernel` selects Liger's layer kernels, its fused cross-entropy being forced off.
     """
-    from longctx.config.rules.isolation import is_packed
+    from longctx.config.rules.attention.isolation import is_packed
     from longctx.preflight.rollout import plan_overrides, planned_length
 
     sft, recipe, topo = launch.sft, launch.recipe, launch.topo

@@ -51,7 +51,7 @@ def mesh_lines(launch) -> list[str]:
 
 def heads_line(launch) -> str:
     """The sp sizes this model allows, and whether its KV heads are replicated at this sp."""
-    from longctx.config.rules.head_shapes import layer_type_heads
+    from longctx.config.rules.attention.head_shapes import layer_type_heads
     from longctx.preflight.checks.heads import kv_note, model_sp_sizes
 
     facts, ulysses = launch.facts, launch.topo.sp_ulysses_size  # the ranks heads split over: sp without a ring
@@ -68,7 +68,7 @@ def heads_line(launch) -> str:
 
 def split_line(launch) -> str | None:
     """How sp splits into Ulysses U x ring R: the accelerate YAML's split, its groups, and the planner's choice."""
-    from longctx.config.rules.ring import plan_split, why_split
+    from longctx.config.rules.attention.ring import plan_split, why_split
 
     topo, facts = launch.topo, launch.facts
     if topo.sp_size == 1:
@@ -176,10 +176,10 @@ def gpu_source(launch) -> str:
 
 
 def reference_line(launch) -> list[str]:
-    """A DPO recipe's reference (longctx/config/preference.py): what it keeps in memory and what it costs."""
+    """A DPO recipe's reference (longctx/config/trainers/preference.py): what it keeps in memory and what it costs."""
     if getattr(launch.recipe, "trainer", "sft") != "dpo":
         return []
-    from longctx.config.preference import REFERENCE_SOURCES
+    from longctx.config.trainers.preference import REFERENCE_SOURCES
 
     source = launch.sft.reference_log_probs
     shared = "; prefix sharing on (a pair's prompt once a row)" if launch.sft.prefix_sharing else ""

@@ -130,12 +130,13 @@ def load_pretrained(source: str, config, model_args, args, revision: str | None 
 
 
 def refuse_unproven_attention(recipe, model_args, config, trust_remote_code: bool = False) -> None:
-    """The attention-pattern gate (longctx/config/rules/attention_patterns.py) on the config the model is built from,
+    """The attention-pattern gate (longctx/config/rules/attention/attention_patterns.py) on the config the model is
+    built from,
     before any weight is loaded: the recipe rules ran it where the config.json was on disk; a Hub model not yet in
     the cache reaches here with only its config downloaded. ValueError naming each refused layer type, and custom
     model code under SP the recipe did not accept (longctx/config/rules/remote_code.py)."""
     from longctx.config.recipe import recipe_topology
-    from longctx.config.rules.attention_patterns import pattern_problems
+    from longctx.config.rules.attention.attention_patterns import pattern_problems
     from longctx.config.rules.remote_code import ACCEPT_REMOTE_CODE_UNDER_SP, remote_code_under_sp_problems
 
     if not getattr(recipe, "accelerate_config", None):

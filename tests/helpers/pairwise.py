@@ -75,7 +75,7 @@ def model_folder(folder: Path, model_name: str, ulysses: int, sp: int) -> Path:
     with the tiny Llama's tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from longctx.config.model_config import find_model_config
+    from longctx.config.model.config_json import find_model_config
     from longctx.miniature import miniature_config
 
     tok = tokenizer()

@@ -7,7 +7,7 @@ Under Ulysses SP each layer is split by its own heads
 for every layer, and transformers refuses to give it one), and the
 sliding window is applied per document by the sdpa kernels from position_ids, never by the 4D mask DeepSpeed's
 adapter drops. Exact at sp=1, 2 and 4 on packed rows (tests/test_gemma4_parity.py). FlashAttention is refused
-(longctx/config/rules/head_shapes.py): its kernels stop at head_dim 256 and the global layers' is 512.
+(longctx/config/rules/attention/head_shapes.py): its kernels stop at head_dim 256 and the global layers' is 512.
 """
 
 from longctx.config.families.schema import SDPA, Family, LayerType, StandInTokens

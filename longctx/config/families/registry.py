@@ -16,7 +16,7 @@ from longctx.config.families.qwen3_5 import QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT
 from longctx.config.families.schema import Family
 
 # The rows proven under SP, then the ones that record why a family is refused under it (the attention-pattern
-# gate, longctx/config/rules/attention_patterns.py, names the reason)
+# gate, longctx/config/rules/attention/attention_patterns.py, names the reason)
 FAMILIES: tuple[Family, ...] = (
     *(LLAMA, QWEN3, QWEN3_MOE, QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT, GPT_OSS, GEMMA4),
     *(LLAMA4, DEEPSEEK_V3_2, GLM_MOE_DSA, DEEPSEEK_V4),

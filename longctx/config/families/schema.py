@@ -21,7 +21,7 @@ class LayerType:
     `proven` lists the attention implementations whose SP path a parity test shows exact (sp=1 == sp=2 == sp=4
     on packed rows, with a negative control); `refused` says why SP would silently change the layer (and what to
     do) when nothing is proven. Preflight refuses any layer type and implementation not proven
-    (longctx/config/rules/attention_patterns.py).
+    (longctx/config/rules/attention/attention_patterns.py).
     """
 
     name: str  # "full_attention", "sliding_attention", "linear_attention", "chunked_attention", ...

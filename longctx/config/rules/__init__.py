@@ -6,17 +6,17 @@
 
 from longctx.config.problems import Problem
 from longctx.config.rules.alst import alst_problems
-from longctx.config.rules.attention_patterns import attention_pattern_problems
-from longctx.config.rules.chat_template import chat_template_problems
-from longctx.config.rules.data_keys import data_key_problems
-from longctx.config.rules.evaluation import evaluation_problems
-from longctx.config.rules.grpo import grpo_problems
-from longctx.config.rules.isolation import packed_isolation_problems
-from longctx.config.rules.preference import preference_problems
-from longctx.config.rules.prepared_data import prepared_data_problems, row_balance_problems
+from longctx.config.rules.attention.attention_patterns import attention_pattern_problems
+from longctx.config.rules.attention.isolation import packed_isolation_problems
+from longctx.config.rules.attention.ring import sp_topology_problems
+from longctx.config.rules.data.chat_template import chat_template_problems
+from longctx.config.rules.data.data_keys import data_key_problems
+from longctx.config.rules.data.prepared_data import prepared_data_problems, row_balance_problems
 from longctx.config.rules.resume import resume_recipe_problems
-from longctx.config.rules.ring import sp_topology_problems
 from longctx.config.rules.sequence import sequence_problems
+from longctx.config.rules.trainers.evaluation import evaluation_problems
+from longctx.config.rules.trainers.grpo import grpo_problems
+from longctx.config.rules.trainers.preference import preference_problems
 from longctx.config.rules.zero import zero_problems
 
 RULES = (

@@ -7,7 +7,7 @@ only says, before anything is built, when a recipe sets them in a way that canno
 
 import json
 
-from longctx.config.model_config import expert_count, find_model_config
+from longctx.config.model.config_json import expert_count, find_model_config
 from longctx.config.paths import REPO_ROOT
 from longctx.config.problems import Problem, error, warning
 from longctx.config.rules.model_config import model_config_problems

@@ -4,8 +4,8 @@ import importlib
 import importlib.util
 
 from longctx.config.problems import Problem, error, warning
-from longctx.config.rules.head_shapes import flash_head_dim_problems
-from longctx.config.rules.ring import RING_KEY
+from longctx.config.rules.attention.head_shapes import flash_head_dim_problems
+from longctx.config.rules.attention.ring import RING_KEY
 
 # The compiled extension, not the Python package: `flash_attn` imports fine when its CUDA extension was built
 # against another torch, and fails only at the first forward (an undefined C++ symbol of libtorch).
@@ -55,7 +55,8 @@ def sink_problems(launch) -> list[Problem]:
     kernels-community/vllm-flash-attn3 in their place (gpt-oss's `_compatible_flash_implementations`), which takes
     them. Except flex on a CPU, where transformers raises at the first forward (no log-sum-exp there). Under SP
     only sdpa is exact: eager and flex are refused by longctx/config/rules/sequence.py (DeepSpeed's Ulysses wraps
-    neither), the flash kernels by the attention-pattern gate (longctx/config/rules/attention_patterns.py: not
+    neither), the flash kernels by the attention-pattern gate (longctx/config/rules/attention/attention_patterns.py:
+    not
     proven), so nothing is said twice here."""
     facts, attn = launch.facts, launch.model.attn_implementation
     if facts is None or not facts.has_sinks or launch.topo is None or launch.topo.sp_size > 1:

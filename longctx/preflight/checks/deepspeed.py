@@ -1,7 +1,7 @@
 """DeepSpeed: a ZeRO stage SP supports, precision and batch sizes that agree with the recipe."""
 
 from longctx.config.problems import Problem, error, warning
-from longctx.config.rules.isolation import is_packed
+from longctx.config.rules.attention.isolation import is_packed
 
 
 def is_auto(value) -> bool:

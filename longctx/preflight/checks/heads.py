@@ -1,15 +1,16 @@
 """Heads: Ulysses splits attention heads across the SP group, so the head counts bound the valid sp sizes.
 
 Linear-attention layers (Qwen3.5's Gated DeltaNet) are split by their own key heads, and a recurrent layer type
-this repository does not make sequence-parallel is refused under sp > 1 (longctx/config/rules/linear_attention.py).
+this repository does not make sequence-parallel is refused under sp > 1
+(longctx/config/rules/attention/linear_attention.py).
 """
 
 from pathlib import Path
 
 from longctx.config.problems import Problem, error
-from longctx.config.rules.head_shapes import sp_head_problems
-from longctx.config.rules.linear_attention import linear_attention_problems
-from longctx.config.rules.ring import plan_split, ring_problems, why_split
+from longctx.config.rules.attention.head_shapes import sp_head_problems
+from longctx.config.rules.attention.linear_attention import linear_attention_problems
+from longctx.config.rules.attention.ring import plan_split, ring_problems, why_split
 
 
 def valid_sp_sizes(num_heads: int, num_kv_heads: int, limit: int = 64) -> list[int]:

@@ -222,7 +222,7 @@ def require_position_ids(model, recipe, sft) -> None:
 
     Without them the model makes up 0..S-1 for the whole row and nothing can find the documents' starts.
     """
-    from longctx.config.rules.isolation import is_packed
+    from longctx.config.rules.attention.isolation import is_packed
 
     if getattr(recipe, "allow_cross_document_attention", False) or not is_packed(recipe, sft):
         return

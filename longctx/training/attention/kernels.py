@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import torch
 
-from longctx.config.rules.head_shapes import FLASH_MAX_HEAD_DIM
+from longctx.config.rules.attention.head_shapes import FLASH_MAX_HEAD_DIM
 from longctx.training.attention.document_layout import DocumentLayout
 
 

@@ -21,7 +21,7 @@ import inspect
 
 import torch
 
-from longctx.config.rules.head_shapes import FLASH_MAX_HEAD_DIM
+from longctx.config.rules.attention.head_shapes import FLASH_MAX_HEAD_DIM
 from longctx.training.attention.document_layout import DocumentLayout
 
 _kernel_override: dict = {"fn": None}  # tests dispatch to a CPU reference with the kernel's signature

@@ -30,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 
 from longctx.config.families.registry import linear_attention_classes
-from longctx.config.rules.linear_attention import linear_attention_problems, recurrent_layer_types
+from longctx.config.rules.attention.linear_attention import linear_attention_problems, recurrent_layer_types
 from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.layers import gated_deltanet as kernels
 

@@ -39,9 +39,9 @@ from types import SimpleNamespace
 
 import torch
 
-from longctx.config.layer_shapes import LayerShapes, layer_shapes
-from longctx.config.linear_layers import LinearAttention, gated_attention
-from longctx.config.model_config import moe_sizes
+from longctx.config.model.config_json import moe_sizes
+from longctx.config.model.layer_shapes import LayerShapes, layer_shapes
+from longctx.config.model.linear_layers import LinearAttention, gated_attention
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ class FlopCounts:
 
     @classmethod
     def from_config(cls, config) -> "FlopCounts":
-        """From a config dict or object: sizes from its keys (experts: config/model_config.py `moe_sizes`), what the
+        """From a config dict or object: sizes from its keys (experts: config/model/config_json.py `moe_sizes`), what
+        the
         model type implies beyond them (the output gate) from its family row, through `gated_attention`."""
         gate = gated_attention(config)
         if isinstance(config, dict):  # a config.json as read (the planner's), its language model's part
@@ -91,7 +92,8 @@ class FlopCounts:
 
     @classmethod
     def from_shapes(cls, shapes: LayerShapes, config: dict) -> "FlopCounts":
-        """Layer by layer (longctx/config/layer_shapes.py): each layer's own attention width and MLP, the pair terms
+        """Layer by layer (longctx/config/model/layer_shapes.py): each layer's own attention width and MLP, the pair
+        terms
         of the global and the sliding-window layers at their own head size; PLE's projection once a token."""
         hidden, count = int(config["hidden_size"]), range(shapes.layers)
         per_token = 2.0 * sum(shapes.active_matmul_weights(i, hidden) for i in count)

@@ -1,7 +1,7 @@
 """The preference losses, per pair, from whole-answer log-prob sums: TRL 1.16's formulas, on exact sums.
 
 `sigmoid`, `hinge`, `ipo` and `robust` are DPOTrainer._compute_loss's (reverse KL, no LD-DPO or WPO weighting:
-longctx/config/rules/preference.py refuses those keys); `simpo` is TRL's CPOTrainer.cpo_loss with `loss_type:
+longctx/config/rules/trainers/preference.py refuses those keys); `simpo` is TRL's CPOTrainer.cpo_loss with `loss_type:
 simpo` and `cpo_alpha: 0` (answer log-probs averaged over their tokens, no reference, a target margin
 `simpo_gamma`). Several loss types add up with `loss_weights`, as in TRL. Rewards are what TRL logs: beta times the
 log-ratio against the reference (DPO) or times the average log-prob (SimPO).
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from longctx.config.preference import REFERENCE_FREE_LOSSES, loss_types
+from longctx.config.trainers.preference import REFERENCE_FREE_LOSSES, loss_types
 
 
 @dataclass

@@ -36,10 +36,11 @@ from longctx.training.trainer_base import LongContextTrainerBase
 
 def refuse_router_aux(trainer) -> None:
     """The recipe rule on the built model (its config may not have been on disk at parse time), and TRL's own
-    decision: a load-balancing term TRL would add is refused, never dropped (longctx/config/rules/preference.py)."""
+    decision: a load-balancing term TRL would add is refused, never dropped
+    (longctx/config/rules/trainers/preference.py)."""
     from longctx.config.problems import error
     from longctx.config.recipe import RecipeError
-    from longctx.config.rules.preference import router_aux_problems
+    from longctx.config.rules.trainers.preference import router_aux_problems
 
     source = trainer.recipe.config_source
     problems = router_aux_problems(trainer.args.router_aux_loss_coef, trainer.model.config.to_dict(), source)

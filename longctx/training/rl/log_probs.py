@@ -127,7 +127,9 @@ class GroupScorer:
             )
         logps = gather_tokens(out.log_probs[0].float(), self.group, self.divisor)
         ent = None
-        if entropy:  # with gradient at sp=1 only (TRL's entropy bonus; refused under SP: longctx/config/rl.py)
+        if (
+            entropy
+        ):  # with gradient at sp=1 only (TRL's entropy bonus; refused under SP: longctx/config/trainers/rl.py)
             ent = out.entropy[0].float()
             ent = gather_tokens(ent if self.group is None else ent.detach(), self.group, None)
         return logps, ent

@@ -2,11 +2,11 @@
 
 Why here too: a recipe that reached the trainer without the rules (a script building the trainer, a key set on the
 command line after validation) must not train on something the trainer does not compute. Each refusal names the
-key and the fix, read from the lists in longctx/config/rl.py, so the rules and the trainer cannot disagree.
+key and the fix, read from the lists in longctx/config/trainers/rl.py, so the rules and the trainer cannot disagree.
 """
 
 from longctx.config.recipe import RecipeError, recipe_topology
-from longctx.config.rl import (
+from longctx.config.trainers.rl import (
     LOSS_TYPES,
     REFUSED_MESH,
     REFUSED_MODEL_FEATURES,
@@ -39,7 +39,7 @@ def recipe_problems(recipe) -> list[str]:
 
 
 def model_problems(model, aux_loss_enabled: bool, is_vlm: bool) -> list[str]:
-    """The model features the trainer refuses (longctx/config/rl.py REFUSED_MODEL_FEATURES)."""
+    """The model features the trainer refuses (longctx/config/trainers/rl.py REFUSED_MODEL_FEATURES)."""
     problems = []
     text = model.config.get_text_config()
     if aux_loss_enabled:

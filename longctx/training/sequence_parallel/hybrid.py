@@ -79,7 +79,7 @@ class HybridSPAttention(UlyssesSPAttentionHF):
         return gpu_ring_attention(*(t.contiguous() for t in (q, k, v)), self.ring, documents, scale), None
 
 
-# The run-time twin of longctx/config/rules/preference.py's refusal of prefix sharing on the CUDA ring.
+# The run-time twin of longctx/config/rules/trainers/preference.py's refusal of prefix sharing on the CUDA ring.
 PREFIX_ON_GPU_RING = (
     "`prefix_sharing: true` on the CUDA ring: ring-flash-attn's varlen kernels (ring_gpu.py) attend each document "
     "to itself alone and cannot give a rejected answer its shared prompt; set `prefix_sharing: false`, or "
@@ -98,7 +98,8 @@ def ring_documents(holder, whole: torch.Tensor, batch: int, isolate: bool):
 
 
 def refuse_unsupported(dropout: float, kwargs: dict) -> None:
-    """What the ring does not compute: refused here and, before any launch, by longctx/config/rules/ring.py."""
+    """What the ring does not compute: refused here and, before any launch, by
+    longctx/config/rules/attention/ring.py."""
     if dropout:
         raise HybridAttentionError("attention dropout under the ring: set attention_dropout: 0")
     if kwargs.get("s_aux") is not None or kwargs.get("sliding_window"):
@@ -170,11 +171,11 @@ def model_config_dict(model_args, model) -> dict:
 
 def install_hybrid_sp(recipe, model_args=None, model=None) -> str:
     """Route accelerate's Ulysses registration through `register_hybrid` when the recipe's topology has a ring;
-    refuse, before training, a model with attention the ring does not compute (longctx/config/rules/ring.py).
+    refuse, before training, a model with attention the ring does not compute (longctx/config/rules/attention/ring.py).
 
     Returns the line to print."""
     from longctx.config.recipe import RecipeError, recipe_topology
-    from longctx.config.rules.ring import RING_KEY, attention_features
+    from longctx.config.rules.attention.ring import RING_KEY, attention_features
 
     topo = recipe_topology(recipe)
     if topo.sp_ring_size == 1:

@@ -10,7 +10,8 @@ composes them, in one order written below, and each need is a switch its owner s
 1. `rows` (GRPO, for the engine's preparation only): the all-to-all sized for that many rows per forward;
 2. `keep_in_eval`: `disable_in_eval` forced False, so eval attention stays sharded at the trained length;
 3. `ring` (`hybrid.use_ring`): the hybrid module registered instead of DeepSpeed's;
-4. `layer_shapes` (without a ring: the ring refuses such models, config/rules/ring.py): upstream reads the global
+4. `layer_shapes` (without a ring: the ring refuses such models, config/rules/attention/ring.py): upstream reads the
+global
    head values for the one call, then the instance is fitted per layer.
 
 Needs 3 and 4 hand in the function that registers (their modules' `register_hybrid`, `register_fitted`), so this

@@ -1,8 +1,15 @@
 """`load_reward_functions`: the entrypoint's reading of a recipe's `reward_funcs` (the import paths resolved by
-longctx/config/reward_functions.py, the same resolution preflight checks with), as TRL's GRPOTrainer takes them."""
+longctx/config/trainers/reward_functions.py, the same resolution preflight checks with), as TRL's GRPOTrainer takes
+them."""
 
 from longctx.config.recipe import RecipeError
-from longctx.config.reward_functions import KEY, RESERVED_ARGUMENTS, required_columns, reward_functions, reward_paths
+from longctx.config.trainers.reward_functions import (
+    KEY,
+    RESERVED_ARGUMENTS,
+    required_columns,
+    reward_functions,
+    reward_paths,
+)
 
 __all__ = ["RESERVED_ARGUMENTS", "load_reward_functions", "required_columns", "reward_paths"]
 

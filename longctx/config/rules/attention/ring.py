@@ -14,7 +14,7 @@ Pure data and rules: nothing here imports torch.
 from pathlib import Path
 
 from longctx.config.families.registry import family_of
-from longctx.config.linear_layers import text_config
+from longctx.config.model.linear_layers import text_config
 from longctx.config.paths import display_path
 from longctx.config.problems import Problem, error
 

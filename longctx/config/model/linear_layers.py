@@ -3,7 +3,7 @@
 Qwen3.5 runs three Gated DeltaNet layers for every softmax-attention layer. Such a layer keeps no S x S score and
 no key/value history: its state is one dk x dv matrix per value head, and its convolution a window of K - 1
 tokens. The memory plan (longctx/memory_plan/), the MFU count (longctx/training/metrics/flops.py) and the SP rules
-(longctx/config/rules/linear_attention.py) read them from here. Pure data: nothing here imports torch.
+(longctx/config/rules/attention/linear_attention.py) read them from here. Pure data: nothing here imports torch.
 """
 
 from dataclasses import dataclass

@@ -4,7 +4,7 @@ A DPO recipe parses into `PreferenceConfig` where an SFT recipe parses into `SFT
 picks the class from the recipe's `trainer` key). Every TRL key keeps its meaning; the keys added here say where
 the reference log-probs come from, whether a pair's prompt is shared by its two answers in one row, and SimPO's
 margin. Which TRL loss types and options the long-context trainer computes is listed here too, so the recipe rules
-(longctx/config/rules/preference.py) and the trainer (longctx/training/preference/) read one list.
+(longctx/config/rules/trainers/preference.py) and the trainer (longctx/training/preference/) read one list.
 """
 
 from dataclasses import dataclass, field

@@ -51,7 +51,7 @@ def is_packed(recipe, sft) -> bool:
 
 def row_batches(recipe, sft) -> list[tuple[str, int]]:
     """(key, rows) of every batch of rows the run's forwards take: the training micro-batch (eval's equals it under
-    SP: longctx/config/rules/evaluation.py) and a DPO reference pass's own `precompute_ref_batch_size`."""
+    SP: longctx/config/rules/trainers/evaluation.py) and a DPO reference pass's own `precompute_ref_batch_size`."""
     batches = [("per_device_train_batch_size", sft.per_device_train_batch_size)]
     reference = getattr(sft, "precompute_ref_batch_size", None)
     dpo = getattr(recipe, "trainer", "sft") == "dpo"

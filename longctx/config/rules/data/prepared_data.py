@@ -1,6 +1,7 @@
 """Recipe rules for the data-preparation keys (`prepare_data`, `seq_alignment`, ...).
 
-Whether packed rows stay isolated on the recipe's attention backend is longctx/config/rules/isolation.py's call.
+Whether packed rows stay isolated on the recipe's attention backend is longctx/config/rules/attention/isolation.py's
+call.
 """
 
 import math
@@ -29,7 +30,7 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Proble
     if bad_holdout:
         msg = f"{recipe.eval_holdout} must be a fraction in (0, 1) or a whole number of documents"
         problems.append(error(source, "eval_holdout", msg, "use e.g. 0.05 or 200 (0 holds nothing out)"))
-    if getattr(recipe, "trainer", "sft") == "grpo":  # prompt rows, untokenized: no layout (rules/grpo.py)
+    if getattr(recipe, "trainer", "sft") == "grpo":  # prompt rows, untokenized: no layout (rules/trainers/grpo.py)
         return problems
     if getattr(sft, "packing", False) or getattr(sft, "padding_free", False):  # GRPOConfig has neither
         msg = "are TRL's packing; with `prepare_data` data_prep packs"

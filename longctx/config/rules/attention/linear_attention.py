@@ -9,7 +9,7 @@ refused under sp > 1, by name, before anything is built. Pure data and rules: no
 """
 
 from longctx.config.families.registry import family_of, linear_attention_classes
-from longctx.config.linear_layers import recurrent_layer_types, text_config
+from longctx.config.model.linear_layers import recurrent_layer_types, text_config
 from longctx.config.problems import Problem, error
 
 SP_KEY = "parallelism_config.parallelism_config_sp_size"

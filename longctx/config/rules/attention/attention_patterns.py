@@ -17,7 +17,7 @@ the layer (`refused`). Under sp > 1 this rule refuses, naming the layer type, wh
 
 The layer types are the ones transformers computes from the config (its config class fills `layer_types` from
 other keys: Llama 4's from `no_rope_layers`, Qwen3's from `use_sliding_window`), read offline from the config on
-disk (longctx/config/model_config.py), with the recipe's `model_config_overrides` on top. At sp=1 nothing here
+disk (longctx/config/model/config_json.py), with the recipe's `model_config_overrides` on top. At sp=1 nothing here
 applies: that is the reference. Implementations Ulysses itself refuses (eager, flex) are reported by
 longctx/config/rules/sequence.py with Ulysses' reason, not twice. `allow_unproven_attention: true` turns these
 errors into warnings: the CPU rehearsal sets it to compare sp=1 with sp=2 on a model type with no proven row.
@@ -29,8 +29,8 @@ import copy
 import json
 
 from longctx.config.families.registry import family_of
-from longctx.config.linear_layers import text_config
-from longctx.config.model_config import find_model_config
+from longctx.config.model.config_json import find_model_config
+from longctx.config.model.linear_layers import text_config
 from longctx.config.problems import Problem, error, warning
 from longctx.config.rules.model_config import overrides_of
 from longctx.config.rules.remote_code import ACCEPT_REMOTE_CODE_UNDER_SP, remote_code_under_sp_problems

@@ -1,10 +1,12 @@
 """Rules of an online RL recipe (`trainer: grpo`): what the long-context GRPO trainer computes, and what it refuses.
 
-The trainer (longctx/training/rl/) lists what it does not compute in longctx/config/rl.py; these rules read those
+The trainer (longctx/training/rl/) lists what it does not compute in longctx/config/trainers/rl.py; these rules read
+those
 lists, so a recipe is refused by name before launch for exactly what the trainer would refuse when it is built.
 Beyond them, what only the recipe can show:
 
-- the inputs: reward functions that import and take TRL's arguments (longctx/config/reward_functions.py; reward
+- the inputs: reward functions that import and take TRL's arguments (longctx/config/trainers/reward_functions.py;
+reward
   models refused), a prompt budget (`max_prompt_length`: TRL 1.16 has none, and the plan needs one) and a completion
   length, prompt rows `make data` checks (`prepare_data: unpacked`: one prompt a row, groups are packed by the
   trainer after generation);
@@ -15,15 +17,15 @@ Beyond them, what only the recipe can show:
 """
 
 from longctx.config.problems import Problem, error, warning
-from longctx.config.reward_functions import KEY, reward_functions
-from longctx.config.rl import LOSS_TYPES, REFUSED_MESH, REFUSED_OPTIONS, REFUSED_RECIPE_KEYS, REFUSED_UNDER_SP
 from longctx.config.rules.model_config import overrides_of
+from longctx.config.trainers.reward_functions import KEY, reward_functions
+from longctx.config.trainers.rl import LOSS_TYPES, REFUSED_MESH, REFUSED_OPTIONS, REFUSED_RECIPE_KEYS, REFUSED_UNDER_SP
 
 VLLM_MODES = ("colocate", "server")
 
 
 def _listed_problems(recipe, config, topo, source: str) -> list[Problem]:
-    """The trainer's own lists (longctx/config/rl.py): options, recipe keys, the mesh, the loss type."""
+    """The trainer's own lists (longctx/config/trainers/rl.py): options, recipe keys, the mesh, the loss type."""
     problems = []
     listed = [(config, k, fine, why, fix, "") for k, fine, why, fix in REFUSED_OPTIONS]
     listed += [(recipe, k, fine, why, fix, "") for k, fine, why, fix in REFUSED_RECIPE_KEYS]

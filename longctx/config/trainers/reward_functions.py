@@ -12,7 +12,7 @@ A reward *model* (a Hub id or a folder, which TRL would load as a sequence class
 completion whole, unsharded, on each rank) is refused by name: at the recipes' prompt lengths it is the one
 forward pass no SP group shares. The fix is a function (a verifiable reward; or one that calls a served model).
 
-The rules (longctx/config/rules/grpo.py) and the entrypoint's loader (longctx/training/rl/rewards/) share this
+The rules (longctx/config/rules/trainers/grpo.py) and the entrypoint's loader (longctx/training/rl/rewards/) share this
 one resolution, so preflight refuses exactly what the launch would fail on.
 """
 

@@ -2,16 +2,16 @@
 
 The trainer (longctx/training/preference/) sums each answer's log-probs over the SP group from rows data_prep
 packed (pairs whole in a row), so the data must be prepared; it computes the loss types of
-longctx/config/preference.py; the reference log-probs come from one source, which must suit the loss (a
+longctx/config/trainers/preference.py; the reference log-probs come from one source, which must suit the loss (a
 reference-free loss needs none, every other one needs one) and the memory (a second full model only sharded by
 ZeRO-3). TRL's own reference and weighting options that it does not compute are refused by name, never ignored.
 """
 
-from longctx.config.linear_layers import text_config
-from longctx.config.preference import LABEL_SMOOTHED_LOSSES, LOSS_TYPES, REFERENCE_FREE_LOSSES, loss_types
+from longctx.config.model.linear_layers import text_config
 from longctx.config.problems import Problem, error
-from longctx.config.rules.attention_patterns import recipe_model_config
+from longctx.config.rules.attention.attention_patterns import recipe_model_config
 from longctx.config.rules.zero import read_deepspeed_json, zero_section
+from longctx.config.trainers.preference import LABEL_SMOOTHED_LOSSES, LOSS_TYPES, REFERENCE_FREE_LOSSES, loss_types
 
 # TRL DPOConfig keys with no effect in the long-context trainer: refused unless left at TRL's default.
 UNSUPPORTED_TRL_KEYS = {
@@ -130,8 +130,8 @@ def _prefix_sharing_problems(sft, topo, source: str) -> list[Problem]:
 
 def _reference_batch_problems(sft, topo, source: str) -> list[Problem]:
     """The reference pass's batch of rows under SP: DeepSpeed's Ulysses attention is registered for one micro-batch
-    size (as eval's, longctx/config/rules/evaluation.py); its isolation is checked with every other batch
-    (longctx/config/rules/isolation.py `row_batches`)."""
+    size (as eval's, longctx/config/rules/trainers/evaluation.py); its isolation is checked with every other batch
+    (longctx/config/rules/attention/isolation.py `row_batches`)."""
     size = getattr(sft, "precompute_ref_batch_size", None)
     if sft.reference_log_probs != "precomputed" or not size or topo.sp_size == 1:
         return []

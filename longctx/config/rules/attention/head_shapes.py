@@ -1,7 +1,7 @@
 """Layer types of different head shapes (Gemma 4): what Ulysses SP and the attention kernels accept of each.
 
 Gemma 4's global layers have their own head size (`global_head_dim` 512; the sliding-window layers 256) and KV heads
-(`num_global_key_value_heads`), read per layer by longctx/config/layer_shapes.py. Two rules follow:
+(`num_global_key_value_heads`), read per layer by longctx/config/model/layer_shapes.py. Two rules follow:
 
 - Ulysses splits each layer by its own heads (longctx/training/sequence_parallel/per_layer_ulysses.py), so sp must fit
   every layer type: divide its query heads, and its KV heads divide sp or be divisible by it. The uniform check
@@ -15,8 +15,8 @@ Gemma 4's global layers have their own head size (`global_head_dim` 512; the sli
 Pure data and rules: nothing here imports torch.
 """
 
-from longctx.config.layer_shapes import layer_shapes
-from longctx.config.linear_layers import text_config
+from longctx.config.model.layer_shapes import layer_shapes
+from longctx.config.model.linear_layers import text_config
 from longctx.config.problems import Problem, error
 
 FLASH_MAX_HEAD_DIM = 256  # flash-attn 2/3 and torch's varlen FlashAttention kernels

@@ -5,7 +5,7 @@ key works only where data_prep reads it. Honoured: `dataset_name`, `dataset_conf
 `dataset_text_field` (the text column), `dataset_num_proc` (tokenizer threads), `max_length`, `pad_to_multiple_of`,
 `chat_template_path`, `assistant_only_loss: true` and `completion_only_loss: true` (what data_prep always does).
 Refused when set: the keys below, each with what does the job instead (`packing`, `padding_free` and
-`dataset_streaming` are refused by longctx/config/rules/prepared_data.py). With `prepare_data: off` TRL reads the
+`dataset_streaming` are refused by longctx/config/rules/data/prepared_data.py). With `prepare_data: off` TRL reads the
 dataset itself, so the mapping keys of longctx/config/data_keys.py, which only data_prep reads, are refused.
 """
 
