@@ -11,7 +11,7 @@ Every pipeline runs as a fresh process, one after the other, on the same cores:
 - tokenizer alone: the documents already in memory, only `encode_batch_fast` (ids, no offsets) in batches of
   64 documents, Rust parallelism on; chats are rendered with the chat template first, untimed. The floor.
   Chats are also timed with `encode_batch` (character offsets), for reference: data_prep derives assistant
-  masks from the ids for byte-level BPEs (data_prep/chat_masks.py) and needs offsets only as a fallback.
+  masks from the ids for byte-level BPEs (data_prep/tokens/chat_masks.py) and needs offsets only as a fallback.
 - data_prep: `python -m data_prep --policy split --mode packed` (chats: `--policy drop`, the default), wall
   clock of the whole command, imports included. `--rounds` (default 3) pairs of (tokenizer alone, data_prep)
   run back to back, and the round with the median ratio is shown: the machine is shared and its speed drifts,

@@ -19,9 +19,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from data_prep.assemble import Segments, build_rows
-from data_prep.layout import Layout
-from data_prep.packer import pack_bfd
+from data_prep.packing.assemble import Segments, build_rows
+from data_prep.packing.layout import Layout
+from data_prep.packing.packer import pack_bfd
 
 MIXES = {  # (name, lognormal mean of log-length, sigma): short chats, mixed, long documents
     "short": (5.5, 0.8),

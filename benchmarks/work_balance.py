@@ -74,7 +74,7 @@ def corpus_lengths(max_chars: int, cache: Path) -> np.ndarray:
 
 def packed(lengths: np.ndarray, row: int) -> tuple[np.ndarray, np.ndarray]:
     """(documents per row, lengths in row order) after cutting documents into row-long segments and packing."""
-    from data_prep.packer import bfd_bins
+    from data_prep.packing.packer import bfd_bins
 
     whole, rest = np.divmod(lengths, row)
     segments = np.concatenate([np.repeat(row, whole.sum()), rest[rest > 0]]).astype(np.int64)

@@ -9,7 +9,7 @@ Usage:
 With `--recipe`, everything comes from the recipe and its accelerate YAML (sp_size is never typed twice);
 the recipe's `prepare_data` key says packed or unpacked. `--input` (files, folders, globs or one Hub id),
 `--hub`, `--hub-config` and `--split` then replace the recipe's data, as the overrides `--data_files`,
-`--dataset_name`, `--dataset_config` and `--dataset_train_split` (data_prep/user_inputs.py), and the command
+`--dataset_name`, `--dataset_config` and `--dataset_train_split` (data_prep/reading/user_inputs.py), and the command
 that trains on it is printed. Errors are one line on stderr and exit 2.
 Progress goes to stderr: a live bar on a terminal, one line every --progress-every seconds otherwise.
 """
@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def prepare_recipe(args, overrides: list[str], progress) -> bool:
     """Prepare the recipe's data (data_prep/recipe_data.py); False when its `prepare_data` is off."""
+    from data_prep.reading.user_inputs import inputs_as_overrides, train_line
     from data_prep.recipe_data import prepare_for_recipe
-    from data_prep.user_inputs import inputs_as_overrides, train_line
     from longctx.config.paths import resolve_recipe
     from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 
@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
     own, overrides = split_argv(argv)
     args = build_parser().parse_args(own)
     try:
-        from data_prep.progress import Progress
+        from data_prep.output.progress import Progress
 
         progress = Progress(quiet=args.quiet, interval=args.progress_every)
         if args.recipe:

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from data_prep.errors import PrepError
-from data_prep.formats import FORMATS
-from data_prep.layout import Layout
+from data_prep.packing.layout import Layout
+from data_prep.reading.formats import FORMATS
 from longctx.config.chat_templates import ChatTemplateError
 from longctx.config.prepared_manifest import local_fingerprint, prep_settings, tokenizer_fingerprint
 
@@ -48,8 +48,10 @@ class PrepConfig:
     chat_template: str | None = None  # a .jinja file replacing the tokenizer's template (`chat_template_path`)
     columns: dict | None = None  # where the data keeps each field (longctx/config/data_keys.py); None: defaults
     max_dropped_fraction: float = 0.05  # above it the run fails naming report.json (not in the cache key)
-    objective: str = "sft"  # sft | dpo | grpo: documents, preference pairs, or prompts (data_prep/prompts.py)
-    prefix_sharing: bool = False  # dpo: a pair's prompt once, both answers attending to it (data_prep/preference.py)
+    objective: str = "sft"  # sft | dpo | grpo: documents, preference pairs, or prompts (data_prep/trainers/prompts.py)
+    prefix_sharing: bool = (
+        False  # dpo: a pair's prompt once, both answers attending to it (data_prep/trainers/preference.py)
+    )
     # grpo, none of them in the cache key: the columns the reward functions need (a row without them is dropped),
     # and the group's size and completion length the report's prefix-sharing line is computed for
     required_columns: tuple[str, ...] = ()
@@ -80,7 +82,9 @@ class PrepConfig:
         from data_prep.eval_split import holdout_problems
 
         out += holdout_problems(self.holdout, self.role)
-        if self.objective == "grpo":  # prompt rows are written as they are: no row layout (data_prep/prompts.py)
+        if (
+            self.objective == "grpo"
+        ):  # prompt rows are written as they are: no row layout (data_prep/trainers/prompts.py)
             return out
         return out or self.layout.problems()
 
@@ -123,7 +127,7 @@ def source_fingerprint(cfg: PrepConfig) -> list:
         except (OSError, ValueError):  # offline or gated: the name still identifies it
             builder_hash = None
         return [cfg.hub, cfg.hub_config, cfg.split, builder_hash]
-    from data_prep.sources import resolve_files
+    from data_prep.reading.sources import resolve_files
 
     return local_fingerprint(resolve_files(list(cfg.inputs), cfg.split))
 

@@ -60,7 +60,7 @@ def _next_above(x: float) -> float:
 
 
 def _source_records(cfg):
-    from data_prep.sources import records_of
+    from data_prep.reading.sources import records_of
 
     return records_of(cfg)[0]  # a second read, unmetered: the meter counts the first
 

@@ -2,8 +2,8 @@
 
 First pass: documents stream through in batches; the Rust tokenizer encodes batch k in a background thread
 while this thread reads batch k+1 and applies the policy to batch k-1 with whole-batch numpy operations;
-kept tokens go to the spill store (data_prep/store.py) and only segment lengths stay in memory. Second
-pass (data_prep/rows.py): exact best-fit-decreasing over every segment of the corpus, rows built and
+kept tokens go to the spill store (data_prep/packing/store.py) and only segment lengths stay in memory. Second
+pass (data_prep/packing/rows.py): exact best-fit-decreasing over every segment of the corpus, rows built and
 written chunk by chunk, each written file read back and counted against the report.
 """
 
@@ -17,11 +17,16 @@ from pathlib import Path
 import numpy as np
 
 from data_prep.config import PrepConfig
-from data_prep.counts import Counts
-from data_prep.encoding import Encoded, Encoder, check_chat_template
 from data_prep.errors import PrepError
 from data_prep.eval_split import eval_config, report_meta, select
-from data_prep.formats import (
+from data_prep.output.counts import Counts
+from data_prep.output.progress import Progress
+from data_prep.output.report import nothing_usable, summary, too_many_dropped, write_report
+from data_prep.output.verify import Written, check_written
+from data_prep.output.writer import PLOT, REPORT, SPILL, AtomicWriter, is_complete, remove_stale
+from data_prep.packing.rows import write_rows
+from data_prep.packing.store import SegmentStore, segment_lengths
+from data_prep.reading.formats import (
     MAPPING_KEYS,
     Columns,
     detect_format,
@@ -31,13 +36,8 @@ from data_prep.formats import (
     misspelled,
     unused_text_columns,
 )
-from data_prep.progress import Progress
-from data_prep.report import nothing_usable, summary, too_many_dropped, write_report
-from data_prep.rows import write_rows
-from data_prep.sources import Meter, records_of
-from data_prep.store import SegmentStore, segment_lengths
-from data_prep.verify import Written, check_written
-from data_prep.writer import PLOT, REPORT, SPILL, AtomicWriter, is_complete, remove_stale
+from data_prep.reading.sources import Meter, records_of
+from data_prep.tokens.encoding import Encoded, Encoder, check_chat_template
 
 ShardBuffer = SegmentStore  # in memory without a folder: the packer tests build segments with it
 BATCH_DOCS = 4096
@@ -71,7 +71,7 @@ def _import_second_pass_modules() -> None:
     try:
         import datasets.arrow_writer  # noqa: F401
 
-        import data_prep.plot  # noqa: F401
+        import data_prep.output.plot  # noqa: F401
     except ImportError:  # the second pass's own import reports it
         pass
 
@@ -83,7 +83,7 @@ class Segmentation:
     """The segments the store cuts kept documents into (`cap` tokens each), and which carry a label.
 
     Why per segment: each segment's first token gets no label (nothing in its segment predicts it, as in
-    data_prep/assemble.py), so a segment whose only trainable token is its first trains nothing. A document
+    data_prep/packing/assemble.py), so a segment whose only trainable token is its first trains nothing. A document
     with no labelled segment is dropped (`no_trainable_tokens`); a label-less segment of a document that has
     others (a split document's one-token tail, say) is dropped alone and counted (`segments_without_labels`).
     """
@@ -261,7 +261,7 @@ def prepare_dataset(
         meta.update({"preference": prep.preference} if cfg.objective == "dpo" else {})
         meta.update({"prompts": prep.prompts} if cfg.objective == "grpo" else {})
         write_report(writer.tmp / REPORT, prep.counts, meta)
-        from data_prep.plot import save_plot
+        from data_prep.output.plot import save_plot
 
         save_plot(prep.counts, cfg.max_length, writer.tmp / PLOT)
         final = writer.commit()
@@ -270,7 +270,7 @@ def prepare_dataset(
         raise
     log(summary(prep.counts, str(final)))
     if cfg.objective == "dpo":
-        from data_prep.preference_rows import preference_summary
+        from data_prep.trainers.preference_rows import preference_summary
 
         log(preference_summary(prep.preference))
     _log_prompts(final, cfg, log)
@@ -294,21 +294,22 @@ def _log_prompts(final: Path, cfg: PrepConfig, log) -> None:
         return
     import json
 
-    from data_prep.prompts import prompts_summary
+    from data_prep.trainers.prompts import prompts_summary
 
     prompts = json.loads((final / REPORT).read_text())["prompts"]
     log(prompts_summary(prompts, cfg.num_generations, cfg.max_completion_length))
 
 
 def preparer_for(cfg: PrepConfig):
-    """Documents (SFT), preference pairs (`trainer: dpo`, data_prep/preference_rows.py) or prompts (`trainer: grpo`,
-    data_prep/prompts.py)."""
+    """Documents (SFT), preference pairs (`trainer: dpo`, data_prep/trainers/preference_rows.py) or prompts (`trainer:
+    grpo`,
+    data_prep/trainers/prompts.py)."""
     if cfg.objective == "grpo":
-        from data_prep.prompts import PromptPreparer
+        from data_prep.trainers.prompts import PromptPreparer
 
         return PromptPreparer(cfg)
     if cfg.objective == "dpo":
-        from data_prep.preference_rows import PreferencePreparer
+        from data_prep.trainers.preference_rows import PreferencePreparer
 
         return PreferencePreparer(cfg)
     return Preparer(cfg)

@@ -29,11 +29,13 @@ def prepare_for_recipe(recipe, sft, model, topo, name: str, force: bool = False,
 
 
 def report_balance(folder, recipe, sft, model, topo) -> None:
-    """The data report's work balance at the recipe's mesh (data_prep/balance_report.py), printed after it. Not for
-    GRPO: its rows are untokenized prompts (data_prep/prompts.py), whose work is known only after generation."""
+    """The data report's work balance at the recipe's mesh (data_prep/output/balance_report.py), printed after it. Not
+    for
+    GRPO: its rows are untokenized prompts (data_prep/trainers/prompts.py), whose work is known only after
+    generation."""
     if getattr(recipe, "trainer", "sft") == "grpo":
         return
-    from data_prep.balance_report import balance_line, work_balance
+    from data_prep.output.balance_report import balance_line, work_balance
     from longctx.training.data.balance import resolved
 
     line = balance_line(work_balance(folder, recipe, sft, model, topo), resolved(recipe))

@@ -139,7 +139,7 @@ def yaml_model(name: str) -> str:
 
 def test_data_prep_workers_mask_with_the_recipes_template(tmp_path):
     """`chat_template_path` replaces the tokenizer's template whatever data_prep's tokenizer thread count."""
-    from data_prep.encoding import Encoder
+    from data_prep.tokens.encoding import Encoder
     from longctx.config.families.llama import LLAMA
     from longctx.cpu_rehearsal.stand_in_tokenizer import stand_in_tokenizer
 

@@ -10,12 +10,12 @@ import pytest
 from datasets import load_from_disk
 from transformers import AutoTokenizer
 
-from data_prep import json_stream
 from data_prep.config import PrepConfig
-from data_prep.packer import pack_bfd
+from data_prep.output.writer import DATASET, REPORT, AtomicWriter
+from data_prep.packing.packer import pack_bfd
 from data_prep.pipeline import prepare_dataset
-from data_prep.sources import read_json
-from data_prep.writer import DATASET, REPORT, AtomicWriter
+from data_prep.reading import json_stream
+from data_prep.reading.sources import read_json
 from tests.helpers import REPO
 
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")

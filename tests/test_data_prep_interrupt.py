@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.writer import is_complete
+from data_prep.output.writer import is_complete
 from tests.helpers import REPO
 
 # every test reads the interrupted child prep's leftovers; slow (make test-all), for the 10-minute default tier; in

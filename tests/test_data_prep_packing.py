@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_prep.assemble import IGNORE, build_rows
-from data_prep.layout import Layout
-from data_prep.packer import one_per_bin, pack_bfd
+from data_prep.packing.assemble import IGNORE, build_rows
+from data_prep.packing.layout import Layout
+from data_prep.packing.packer import one_per_bin, pack_bfd
 from data_prep.pipeline import ShardBuffer
 
 PAD = 0

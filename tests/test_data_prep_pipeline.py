@@ -10,8 +10,8 @@ from transformers import AutoTokenizer
 
 from data_prep.config import PrepConfig
 from data_prep.errors import PrepError
+from data_prep.output.writer import DATASET, PLOT, REPORT
 from data_prep.pipeline import prepare_dataset
-from data_prep.writer import DATASET, PLOT, REPORT
 from tests.helpers import REPO
 
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
@@ -174,7 +174,7 @@ def test_an_interrupted_write_leaves_nothing_that_looks_complete(tmp_path, monke
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # as if the run were stopped after the dataset was written
 
-    monkeypatch.setattr("data_prep.plot.save_plot", killed)
+    monkeypatch.setattr("data_prep.output.plot.save_plot", killed)
     with pytest.raises(KeyboardInterrupt):
         run(cfg)
     assert not cfg.dataset_dir().exists() and not list((tmp_path / "out").iterdir())
@@ -208,7 +208,7 @@ def test_worker_processes_give_the_same_bytes(tmp_path):
 
 
 def test_hub_reader_streams_rows_with_row_locations(tmp_path):
-    from data_prep.sources import iter_hub
+    from data_prep.reading.sources import iter_hub
 
     write_jsonl(tmp_path / "train.jsonl", [{"text": "a"}, {"text": "b"}])  # `load_dataset` also takes a folder
     items = list(iter_hub(str(tmp_path), None, "train"))

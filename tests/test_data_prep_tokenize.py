@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from data_prep.encoding import BatchEncoder, Encoder
+from data_prep.tokens.encoding import BatchEncoder, Encoder
 from tests.helpers import REPO
 
 TOKENIZER = str(REPO / "recipes/assets/tiny-llama")
@@ -80,7 +80,7 @@ def test_chats_encode_in_two_threads_at_once(tok):
     assert got == want
 
 
-# Chats whose assistant marks are computed from ids alone (data_prep/chat_masks.py) must match transformers'
+# Chats whose assistant marks are computed from ids alone (data_prep/tokens/chat_masks.py) must match transformers'
 # offsets-based marks exactly: multi-byte characters split over tokens, text that NFC changes (sent to the
 # offsets path), empty assistant turns, and (ENDS_IN_CONTENT) spans ending on a multi-byte character.
 HARD_CHATS = [

@@ -9,8 +9,8 @@ from datasets import load_from_disk
 
 from data_prep.config import PrepConfig
 from data_prep.eval_split import eval_config, select
+from data_prep.output.writer import DATASET, REPORT
 from data_prep.pipeline import prepare_splits
-from data_prep.writer import DATASET, REPORT
 from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers import REPO
 

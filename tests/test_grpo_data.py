@@ -1,4 +1,5 @@
-"""`make data` of a GRPO recipe (data_prep/prompts.py): prompt rows checked, counted as TRL tokenizes them, over-long
+"""`make data` of a GRPO recipe (data_prep/trainers/prompts.py): prompt rows checked, counted as TRL tokenizes them,
+over-long
 ones dropped, the rest written with their columns unchanged and found by the trainer through the manifest."""
 
 import json

@@ -120,7 +120,7 @@ def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, c
 
 def prepare_prompts(argv: list[str]) -> None:
     """`make data` of the run's recipe, in this process: the prompt rows checked and held out as the recipe says
-    (data_prep/prompts.py), behind the manifest the ranks read (longctx/training/data/prompts.py)."""
+    (data_prep/trainers/prompts.py), behind the manifest the ranks read (longctx/training/data/prompts.py)."""
     from data_prep.recipe_data import prepare_for_recipe
     from longctx.config.recipe import parse_recipe, recipe_topology
 

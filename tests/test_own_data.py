@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_prep.__main__ import main as data_prep
-from data_prep.formats import Columns, detect_format, extract
+from data_prep.reading.formats import Columns, detect_format, extract
 from longctx.config.paths import cli_command
 from longctx.config.prepared_manifest import prep_settings
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology

@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from data_prep.config import PrepConfig
 from data_prep.pipeline import prepare_dataset
-from data_prep.preference import IGNORE, Pair, PairTokenizer, check_row, lay_out
+from data_prep.trainers.preference import IGNORE, Pair, PairTokenizer, check_row, lay_out
 
 TOKENIZER = "recipes/assets/tiny-llama"
 TEXT = {"prompt": "The pass key is 31415. What is the pass key?", "chosen": " 31415.", "rejected": " 27182."}
@@ -154,9 +154,10 @@ def test_report_shows_prefix_sharing_saving_on_the_tiny_pairs(tmp_path):
 
 
 def test_longreward_pairs_stage_to_trl_format_and_report_their_saving(tmp_path):
-    """LongReward-10k's pair format (data_prep/longreward.py) staged to TRL's conversational format, then prepared
+    """LongReward-10k's pair format (data_prep/assets/longreward.py) staged to TRL's conversational format, then
+    prepared
     with prefix sharing: long documents and short answers, so sharing the prompt saves about half the tokens."""
-    from data_prep.longreward import stage, to_trl, write_sample
+    from data_prep.assets.longreward import stage, to_trl, write_sample
 
     write_sample(tmp_path / "pairs.jsonl", n_pairs=3, sentences=(60, 120))
     assert stage(tmp_path / "pairs.jsonl", tmp_path / "staged") == 3

@@ -15,7 +15,7 @@ import torch
 from accelerate import Accelerator
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from data_prep.preference import PairTokenizer, check_row, lay_out
+from data_prep.trainers.preference import PairTokenizer, check_row, lay_out
 from longctx.training.preference.collator import PreferenceCollator
 from longctx.training.preference.log_probs import pair_sums
 from longctx.training.preference.loss import preference_loss

@@ -13,7 +13,7 @@ from datasets import Dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_prep.packer import bfd_bins
+from data_prep.packing.packer import bfd_bins
 from longctx.memory_plan.calibration import LLAMA_8B, arch_config
 from longctx.memory_plan.time_terms import row_pairs
 from longctx.training.data.balance import (

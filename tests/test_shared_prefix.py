@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from data_prep.preference import IGNORE, Pair, lay_out
+from data_prep.trainers.preference import IGNORE, Pair, lay_out
 from longctx.training.attention import varlen
 from longctx.training.attention.document_layout import install_document_layout, install_shared_prefix_layout
 from longctx.training.attention.shared_prefix import SharedPrefixError, find_prefixes

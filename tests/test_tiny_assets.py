@@ -1,8 +1,8 @@
-"""The committed tiny-llama/sft-2k-cpu-sp2 assets are exactly what `python -m data_prep.tiny_assets` builds."""
+"""The committed tiny-llama/sft-2k-cpu-sp2 assets are exactly what `python -m data_prep.assets.tiny_assets` builds."""
 
 import json
 
-from data_prep.tiny_assets import ASSETS, differing_files, write_assets
+from data_prep.assets.tiny_assets import ASSETS, differing_files, write_assets
 from longctx.training.retrieval.haystack import passkey_documents, text_documents
 
 

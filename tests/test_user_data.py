@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from data_prep.__main__ import main as data_prep
-from data_prep.formats import Columns, extract
-from data_prep.preference import check_row
+from data_prep.reading.formats import Columns, extract
+from data_prep.trainers.preference import check_row
 from longctx.config.paths import cli_command
 from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers import OFFLINE

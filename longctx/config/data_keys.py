@@ -3,7 +3,7 @@
 Why these exist: data arrives as it was collected, not as TRL names it. A ShareGPT dump has `conversations` of
 `{"from": "human", "value": ...}`; a parquet export has `question`/`answer`; a text corpus has `body`. Renaming
 columns in a script is the step every user repeats, so the recipe says it once, like axolotl's `field_messages`
-and `message_property_mappings`, and data_prep reads the rows through it (data_prep/formats.py). TRL's own
+and `message_property_mappings`, and data_prep reads the rows through it (data_prep/reading/formats.py). TRL's own
 `dataset_text_field` names the text column; every other TRL data key is honoured or refused by name
 (longctx/config/rules/data/data_keys.py).
 
@@ -19,7 +19,7 @@ SHAREGPT_MESSAGES, SHAREGPT_ROLE, SHAREGPT_CONTENT = "conversations", "from", "v
 DEFAULT_ROLE_MAP = {"human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant"}
 DEFAULT_FIELDS = {"text": "text", "prompt": "prompt", "completion": "completion"}
 # Alpaca: recognised without any key when a row has `instruction` and `output` (the prompt is `instruction`, a
-# newline and `input`: data_prep/formats.py), as axolotl's `alpaca` type and LLaMA-Factory's default columns
+# newline and `input`: data_prep/reading/formats.py), as axolotl's `alpaca` type and LLaMA-Factory's default columns
 ALPACA_PROMPT, ALPACA_INPUT, ALPACA_COMPLETION = "instruction", "input", "output"
 
 

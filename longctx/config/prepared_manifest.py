@@ -44,8 +44,10 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
     split = {"holdout": recipe.eval_holdout, "role": role} if recipe.eval_holdout else {}
     template = resolve_chat_template(sft.chat_template_path)
     columns = column_mapping(recipe, sft)
-    # `trainer: dpo`: preference pairs (data_prep/preference_rows.py); `trainer: grpo`: prompt rows, not tokenized
-    # for training, at most `max_prompt_length` tokens (data_prep/prompts.py); an SFT recipe's settings stay the same
+    # `trainer: dpo`: preference pairs (data_prep/trainers/preference_rows.py); `trainer: grpo`: prompt rows, not
+    # tokenized
+    # for training, at most `max_prompt_length` tokens (data_prep/trainers/prompts.py); an SFT recipe's settings stay
+    # the same
     trainer = getattr(recipe, "trainer", "sft")
     pairs = {"objective": "dpo", "prefix_sharing": sft.prefix_sharing} if trainer == "dpo" else {}
     pairs = {"objective": "grpo"} if trainer == "grpo" else pairs

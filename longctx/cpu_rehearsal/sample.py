@@ -4,8 +4,10 @@
 two turns, so masks cover more than one answer); `text`: a `text` column as PG-19 has it, some documents longer
 than the rehearsal's max_length so the split policy runs; `prompt_completion`: `prompt` and `completion`;
 `preference` (a `trainer: dpo` recipe): conversational pairs as the DPO recipes stage LongReward-10k
-(data_prep/longreward.py: a user turn with the document and question, the better and the worse answer); `prompts`
-(a `trainer: grpo` recipe): conversational passkey prompts and the key in `answer` (data_prep/passkey_prompts.py).
+(data_prep/assets/longreward.py: a user turn with the document and question, the better and the worse answer);
+`prompts`
+(a `trainer: grpo` recipe): conversational passkey prompts and the key in `answer`
+(data_prep/assets/passkey_prompts.py).
 Lengths vary from a few dozen tokens to beyond max_length, so packing, padding and the long-document
 policy all have work to do.
 """

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from data_prep.writer import AtomicWriter
+from data_prep.output.writer import AtomicWriter
 
 original_add = AtomicWriter.add
 

@@ -52,7 +52,8 @@ def looks_local(name: str) -> bool:
 def check(launch) -> list[Problem]:
     """Local dataset and model paths must exist (Hub ids are left to the download). Checked for the intended
     topology (`--intended`: the recipe against its target cluster, not this machine), a dataset folder that a
-    recipe stages before `make data` (the DPO recipes' LongReward pairs, data_prep/longreward.py) may be absent here:
+    recipe stages before `make data` (the DPO recipes' LongReward pairs, data_prep/assets/longreward.py) may be absent
+    here:
     a warning there, an error wherever the launch is checked for this machine."""
     from longctx.config.paths import repo_path
 

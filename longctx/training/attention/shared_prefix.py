@@ -2,7 +2,7 @@
 
 Why: a DPO pair is two sequences with the same prompt, `prompt + chosen` and `prompt + rejected`. At long context the
 prompt is nearly all of both, so computing it twice doubles the work for nothing: its tokens see the same context
-either way. With prefix sharing (data_prep/preference.py) a pair's row holds `prompt[:-1]`, then the branch
+either way. With prefix sharing (data_prep/trainers/preference.py) a pair's row holds `prompt[:-1]`, then the branch
 `prompt[-1] + chosen` at positions P-1.., then the branch `prompt[-1] + rejected` at positions P-1.. again. The
 position_ids say it all: the first branch continues the prompt (+1 steps: one document with it), the second restarts
 at p = P-1 > 0. The rule added to document isolation (longctx/training/attention/isolation.py): a span whose

@@ -1,4 +1,5 @@
-"""The prompt rows of a GRPO recipe (`trainer: grpo`), as `make data` checked and filtered them (data_prep/prompts.py),
+"""The prompt rows of a GRPO recipe (`trainer: grpo`), as `make data` checked and filtered them
+(data_prep/trainers/prompts.py),
 found through their manifest like every prepared dataset (no network): the `prompt` column and every other column
 unchanged and untokenized, which is what TRL's GRPOTrainer takes (it tokenizes prompts at generation and passes the
 other columns to the reward functions)."""

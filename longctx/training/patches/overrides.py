@@ -227,7 +227,7 @@ DPO_OVERRIDES: tuple[Override, ...] = (
         method="trl.trainer.dpo_trainer.DPOTrainer._prepare_dataset",
         overridden_by=f"{DPO_TRAINER}._prepare_dataset",
         why="rows data_prep packed (with `sequence_ids`) are used as they are; data_prep tokenized them as this "
-        "method's `tokenize_fn` does (data_prep/preference.py), which tests/test_preference_data.py compares",
+        "method's `tokenize_fn` does (data_prep/trainers/preference.py), which tests/test_preference_data.py compares",
         written_against="trl==1.16.0",
         source_sha256="35e349e8e8266df4a098b8c0b9949729e06d794f67dc24b666863f9f26e1bb55",
         relies_on=(

@@ -1,4 +1,4 @@
-"""Collate packed preference rows (data_prep/preference_rows.py) for DeepSpeed's SP loader and the DPO loss.
+"""Collate packed preference rows (data_prep/trainers/preference_rows.py) for DeepSpeed's SP loader and the DPO loss.
 
 Tensors, all [rows, length] so the SP loader shards each along the sequence: `input_ids`, `labels` (answer tokens
 only), `position_ids` (restarting per document, or at p > 0 for a shared prompt's second branch) and

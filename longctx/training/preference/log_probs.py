@@ -6,7 +6,7 @@ that tensor is this rank's shard, so every rank would train on a different, part
 1. each rank scores the answer tokens of its shard through TRL's fused LM head (`fused_lm_head=True`: tiles of
    tokens against vocabulary chunks with fp32 accumulation, never the S x vocab logits) from `shift_labels`, which
    the SP loader shifted before sharding, so a shard's last position is scored against the next shard's first token;
-2. sums them per sequence (`sequence_ids`, data_prep/preference.py) into a [rows, sequences] tensor, with the
+2. sums them per sequence (`sequence_ids`, data_prep/trainers/preference.py) into a [rows, sequences] tensor, with the
    answer-token counts and the sums TRL's metrics need beside them;
 3. one all-reduce of those per-sequence sums over the SP group gives every rank the whole answers' sums: O(sequences)
    values, not the O(tokens) per-token log-probs an all-gather would move.

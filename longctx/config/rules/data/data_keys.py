@@ -42,7 +42,7 @@ DATA_PREP_KEYS = (
 
 
 # mapping keys a preference (`trainer: dpo`) recipe's data_prep never reads: a pair is `prompt` (named by
-# `prompt_field`), `chosen` and `rejected` (data_prep/preference.py)
+# `prompt_field`), `chosen` and `rejected` (data_prep/trainers/preference.py)
 NOT_READ_FOR_PAIRS = ("messages_field", "role_field", "content_field", "role_map", "completion_field", "input_field")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from data_prep.errors import PrepError
-from data_prep.json_stream import first_char, iter_array
+from data_prep.reading.json_stream import first_char, iter_array
 
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".arrow")
 TEXT_SUFFIXES = (".txt", ".md")

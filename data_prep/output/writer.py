@@ -14,7 +14,7 @@ import pyarrow as pa
 from longctx.config.prepared_manifest import DATASET, REPORT
 
 PLOT = "plot.png"
-SPILL = "spill"  # the first pass writes tokens here (data_prep/store.py); removed before the rename
+SPILL = "spill"  # the first pass writes tokens here (data_prep/packing/store.py); removed before the rename
 
 
 class AtomicWriter:

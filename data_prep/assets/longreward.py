@@ -10,7 +10,7 @@ dataset's own `get_data.py`, which fetches the contexts.
 Stage once, on a machine with network (as `make data` stages the SFT recipes' Hub datasets before an offline run):
 
     python get_data.py                                   # in a clone of the dataset repo: writes the pairs
-    python -m data_prep.longreward dpo-llama3.1-8b.jsonl data/longreward-dpo-llama3.1-8b
+    python -m data_prep.assets.longreward dpo-llama3.1-8b.jsonl data/longreward-dpo-llama3.1-8b
     make data RECIPE=llama8b-dpo-64k                     # tokenize, pack; the manifest: offline compute nodes
 
 Each pair becomes one row `{"prompt": [user: context + "\\n\\n" + query], "chosen": [assistant: win_response],
@@ -80,7 +80,9 @@ def write_sample(path: Path, n_pairs: int, seed: int = 0, sentences: tuple[int, 
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m data_prep.longreward", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m data_prep.assets.longreward", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("source", type=Path, help="a LongReward pairs file (.jsonl)")
     parser.add_argument("target", type=Path, help="the folder a DPO recipe names in `dataset_name`")
     parser.add_argument("--split", default="train", help="the split file to write (the recipe's dataset_train_split)")

@@ -9,7 +9,7 @@ and every id list across processes for no gain.
 The ids are those of `tokenizer(texts)` / `apply_chat_template(..., return_assistant_tokens_mask=True)`
 (tests/test_data_prep_tokenize.py checks it): BOS from the tokenizer's own post-processor, EOS appended
 to `text` documents and completions so the model learns where a document ends, chats as their template
-renders them. Assistant masks come from the ids for byte-level BPEs (data_prep/chat_masks.py) and from
+renders them. Assistant masks come from the ids for byte-level BPEs (data_prep/tokens/chat_masks.py) and from
 character offsets otherwise.
 """
 
@@ -23,8 +23,8 @@ from itertools import chain
 
 import numpy as np
 
-from data_prep.chat_masks import ByteMasks
 from data_prep.errors import PrepError
+from data_prep.tokens.chat_masks import ByteMasks
 
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
 
@@ -120,7 +120,7 @@ class BatchEncoder:
     def chats(self, conversations: list[list[dict]]) -> Encoded:
         """Render with the chat template, tokenize, mark the `{% generation %}` spans' tokens.
 
-        Byte-level BPEs get the marks from the ids (data_prep/chat_masks.py); others, and any batch that
+        Byte-level BPEs get the marks from the ids (data_prep/tokens/chat_masks.py); others, and any batch that
         check refuses, from the tokenizer's character offsets, as transformers computes them."""
         from transformers.utils.chat_template_utils import render_jinja_template
 

@@ -1,13 +1,15 @@
-"""GRPO prompt rows on passkey haystacks (RULER's single needle, arXiv 2404.06654), for the GRPO recipes' data.
+r"""GRPO prompt rows on passkey haystacks (RULER's single needle, arXiv 2404.06654), for the GRPO recipes' data.
 
 Each row is TRL's conversational prompt format plus the column the shipped passkey reward reads: a one-message
 conversation holding a haystack of filler sentences with a five-digit key hidden at a random depth, asking for
 the key and nothing else, and the key in `answer` (longctx/training/rl/rewards/passkey.py). Deterministic for a
-seed. The tiny recipe's 512 rows ship in recipes/assets/tiny-grpo-passkey/ (data_prep/tiny_assets.py); the GPU
+seed. The tiny recipe's 512 rows ship in recipes/assets/tiny-grpo-passkey/ (data_prep/assets/tiny_assets.py); the GPU
 recipes stage theirs with this module (a filler sentence is 10-12 tokens for the Llama 3 and Qwen3 tokenizers):
 
-    python -m data_prep.passkey_prompts data/grpo-passkey-64k --count 4096 --min-sentences 4000 --max-sentences 5300
-    python -m data_prep.passkey_prompts data/grpo-passkey-128k --count 2048 --min-sentences 8000 --max-sentences 10500
+    python -m data_prep.assets.passkey_prompts data/grpo-passkey-64k --count 4096 \
+        --min-sentences 4000 --max-sentences 5300
+    python -m data_prep.assets.passkey_prompts data/grpo-passkey-128k --count 2048 \
+        --min-sentences 8000 --max-sentences 10500
 
 `make data` then counts every prompt with the recipe's tokenizer and drops those over `max_prompt_length`.
 """

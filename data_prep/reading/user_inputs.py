@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 
 from data_prep.errors import PrepError
-from data_prep.sources import DATA_SUFFIXES, TEXT_SUFFIXES
+from data_prep.reading.sources import DATA_SUFFIXES, TEXT_SUFFIXES
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 

@@ -2,8 +2,8 @@
 GRPO passkey prompts.
 
 Usage:
-    python -m data_prep.tiny_assets            # rewrite recipes/assets/ (deterministic)
-    python -m data_prep.tiny_assets --check    # exit 1 if the committed files differ from a rebuild
+    python -m data_prep.assets.tiny_assets            # rewrite recipes/assets/ (deterministic)
+    python -m data_prep.assets.tiny_assets --check    # exit 1 if the committed files differ from a rebuild
 
 The files are committed so that `make sft` needs no network and no build step; this module is how they
 were made, and `tests/test_tiny_assets.py` proves a rebuild reproduces them byte for byte.
@@ -16,10 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from data_prep.passkey_prompts import passkey_prompts
+from data_prep.assets.passkey_prompts import passkey_prompts
 from longctx.training.retrieval.haystack import filler_sentence, passkey_documents, text_documents
 
-ASSETS = Path(__file__).resolve().parent.parent / "recipes" / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "recipes" / "assets"
 # what write_assets builds under ASSETS
 TINY_DIRS = ("tiny-llama", "tiny-haystack", "tiny-preference", "tiny-grpo-passkey")
 SEED = 1234
@@ -169,7 +169,7 @@ def main() -> int:
         write_assets(Path(tmp))
         diff = differing_files(ASSETS, Path(tmp))
     if diff:
-        print(f"assets differ from a rebuild: {diff}; run `python -m data_prep.tiny_assets`", file=sys.stderr)
+        print(f"assets differ from a rebuild: {diff}; run `python -m data_prep.assets.tiny_assets`", file=sys.stderr)
         return 1
     print("assets match a rebuild")
     return 0

@@ -7,7 +7,7 @@ matplotlib.use("Agg")  # headless: no display on clusters or CI
 import matplotlib.pyplot as plt
 import numpy as np
 
-from data_prep.counts import FILL_EDGES, LENGTH_EDGES, Counts
+from data_prep.output.counts import FILL_EDGES, LENGTH_EDGES, Counts
 
 
 def save_plot(counts: Counts, max_length: int, path) -> None:

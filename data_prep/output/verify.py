@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from data_prep.assemble import IGNORE
-from data_prep.counts import Counts
+from data_prep.output.counts import Counts
+from data_prep.packing.assemble import IGNORE
 
 
 @dataclass

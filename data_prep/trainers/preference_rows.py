@@ -1,8 +1,8 @@
 """`make data` for a preference recipe: pairs read, tokenized as TRL does, fitted, packed whole into rows, written.
 
 A pair is the packing unit (its two sequences are summed and compared together, so they share a row): exact
-best-fit-decreasing over the pairs' lengths (data_prep/packer.py, the same packer as SFT documents), rows in a
-seeded random order, padded like every prepared row (data_prep/layout.py: a multiple of sp, or max_length).
+best-fit-decreasing over the pairs' lengths (data_prep/packing/packer.py, the same packer as SFT documents), rows in a
+seeded random order, padded like every prepared row (data_prep/packing/layout.py: a multiple of sp, or max_length).
 
 Over-length pairs follow the recipe's `long_document_policy`: `drop` (and `auto`) drops the pair, `truncate`
 cuts its prompt from the left until the pair fits (the answers are never cut); both are counted in the report,
@@ -10,17 +10,17 @@ with examples. The report also says what prefix sharing saves on this data: the 
 
 Accounting is in row tokens (the tokens a pair takes in its layout), with the SFT identity
 `tokens_in == tokens_out + tokens_dropped + tokens_truncated`, and every written file is read back and counted
-(data_prep/verify.py) before the report is written.
+(data_prep/output/verify.py) before the report is written.
 """
 
 import numpy as np
 import pyarrow as pa
 
-from data_prep.counts import Counts
 from data_prep.errors import PrepError
-from data_prep.packer import bfd_bins, single_bins
-from data_prep.preference import IGNORE, Pair, PairTokenizer, check_row, lay_out
-from data_prep.verify import Written, check_written
+from data_prep.output.counts import Counts
+from data_prep.output.verify import Written, check_written
+from data_prep.packing.packer import bfd_bins, single_bins
+from data_prep.trainers.preference import IGNORE, Pair, PairTokenizer, check_row, lay_out
 
 FORMAT = "preference"
 
@@ -75,9 +75,9 @@ class PreferencePreparer:
         progress.end(None, None, documents=c.rows_read)
 
     def run(self, writer, progress) -> str:
-        from data_prep.encoding import load_tokenizer
         from data_prep.eval_split import select
-        from data_prep.sources import records_of
+        from data_prep.reading.sources import records_of
+        from data_prep.tokens.encoding import load_tokenizer
 
         if self.cfg.policy == "split":
             raise PrepError("long_document_policy `split` would cut a pair apart; use `drop` or `truncate`")
@@ -139,7 +139,8 @@ class PreferencePreparer:
         self.preference["pairs_per_row_mean"] = round(len(self.pairs) / max(len(bins), 1), 4)
 
     def rows(self, bins: list[list[int]], first_index: int) -> tuple[pa.Table, np.ndarray]:
-        """The Arrow table of these rows (flat arrays and one offsets array, as data_prep/assemble.py builds SFT
+        """The Arrow table of these rows (flat arrays and one offsets array, as data_prep/packing/assemble.py builds
+        SFT
         rows) and each row's real-token count."""
         pieces: dict[str, list[np.ndarray]] = {"input_ids": [], "labels": [], "position_ids": [], "sequence_ids": []}
         real = np.zeros(len(bins), np.int64)

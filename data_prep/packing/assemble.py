@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from data_prep.layout import Layout
+from data_prep.packing.layout import Layout
 
 IGNORE = -100
 

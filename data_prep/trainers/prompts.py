@@ -23,9 +23,9 @@ import itertools
 import numpy as np
 import pyarrow as pa
 
-from data_prep.counts import Counts
 from data_prep.errors import PrepError
-from data_prep.formats import Columns
+from data_prep.output.counts import Counts
+from data_prep.reading.formats import Columns
 from longctx.memory_plan.rollout import group_tokens
 
 FORMAT = "prompts"
@@ -116,9 +116,9 @@ class PromptPreparer:
             self.written += pa.ipc.open_stream(f).read_all().num_rows
 
     def run(self, writer, progress) -> str:
-        from data_prep.encoding import load_tokenizer
         from data_prep.eval_split import select
-        from data_prep.sources import records_of
+        from data_prep.reading.sources import records_of
+        from data_prep.tokens.encoding import load_tokenizer
 
         if self.cfg.policy not in ("drop", "auto"):
             raise PrepError(f"long_document_policy `{self.cfg.policy}` would cut a prompt; GRPO prompts use `drop`")

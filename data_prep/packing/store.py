@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.assemble import Segments
+from data_prep.packing.assemble import Segments
 
 
 def segment_lengths(doc_lengths: np.ndarray, chunk: int) -> np.ndarray:

@@ -3,16 +3,16 @@
 Bins come from exact best-fit-decreasing over all segment lengths (or one segment per bin, unpacked),
 are put in a seeded random order (sorted-by-length rows would bias training order), and are assembled
 `shard_tokens` token slots at a time: each chunk reads its segments back from the store, becomes one Arrow
-file, and is read back from disk and counted (data_prep/verify.py) before the next chunk starts. Resident
+file, and is read back from disk and counted (data_prep/output/verify.py) before the next chunk starts. Resident
 memory is one chunk of rows plus the per-segment arrays, whatever the corpus size.
 """
 
 import numpy as np
 
-from data_prep.assemble import IGNORE, Segments, build_rows
-from data_prep.layout import Layout
-from data_prep.packer import bfd_bins, single_bins
-from data_prep.store import SegmentStore
+from data_prep.packing.assemble import IGNORE, Segments, build_rows
+from data_prep.packing.layout import Layout
+from data_prep.packing.packer import bfd_bins, single_bins
+from data_prep.packing.store import SegmentStore
 
 
 def chunks(row_slots: np.ndarray, budget: int):

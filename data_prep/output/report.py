@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
-from data_prep.counts import Counts, rows_phrase
 from data_prep.errors import PrepError
+from data_prep.output.counts import Counts, rows_phrase
 from longctx.config.prepared_manifest import REPORT
 
 
