@@ -345,7 +345,13 @@ def test_the_launcher_forwards_preemption_to_every_rank_and_ends_a_launch_with_n
     monkeypatch.setattr(supervise, "child_pids", lambda parent: [])
     with pytest.raises(SignalException):
         supervise.Forwarder().forward(signal.SIGUSR1, None)
-    assert supervise.ENV_DEFAULTS["PET_SIGNALS_TO_HANDLE"] == "SIGINT,SIGHUP,SIGQUIT"  # torchrun leaves TERM/USR1
+    monkeypatch.setattr(supervise, "child_pids", lambda parent: [11, 12])
+    sent.clear()
+    ctrl_c = supervise.Forwarder()
+    ctrl_c.forward(signal.SIGINT, None)  # Ctrl-C: a preemption like SIGTERM (the agreed stop, then the resume line)
+    assert sent == [(11, signal.SIGUSR1), (12, signal.SIGUSR1)] and ctrl_c.received == "SIGINT"
+    # torchrun's agent leaves TERM, USR1 and INT to this process
+    assert supervise.ENV_DEFAULTS["PET_SIGNALS_TO_HANDLE"] == "SIGHUP,SIGQUIT"
 
 
 # ---- Kubernetes and torchrun: the machines from the environment
