@@ -132,17 +132,17 @@ def source_fingerprint(cfg: PrepConfig) -> list:
     return local_fingerprint(resolve_files(list(cfg.inputs), cfg.split))
 
 
-def from_recipe(recipe, sft, model, topo, role: str = "train", **overrides) -> PrepConfig:
+def from_recipe(recipe, args, model, topo, role: str = "train", **overrides) -> PrepConfig:
     """The PrepConfig a parsed recipe asks for (longctx.config.prepared_manifest.prep_settings: sp from its
     accelerate YAML)."""
     grpo = getattr(recipe, "trainer", "sft") == "grpo"
     length_key = "max_prompt_length" if grpo else "max_length"
-    if not getattr(sft, length_key, None):
+    if not getattr(args, length_key, None):
         raise PrepError(f"{recipe.config_source}: `{length_key}` must be set to prepare data")
     if grpo:
-        overrides = {**grpo_prep_extras(recipe, sft), **overrides}
+        overrides = {**grpo_prep_extras(recipe, args), **overrides}
     try:
-        settings = prep_settings(recipe, sft, model, topo, role)
+        settings = prep_settings(recipe, args, model, topo, role)
     except ChatTemplateError as exc:
         raise PrepError(f"{recipe.config_source}: {exc}") from None
     threshold = {"max_dropped_fraction": getattr(recipe, "max_dropped_fraction", 0.05)}

@@ -24,7 +24,7 @@ def model_config(recipe, model) -> dict | None:
     return json.loads(path.read_text()) if path else None
 
 
-def work_balance(folder: Path, recipe, sft, model, topo) -> dict | None:
+def work_balance(folder: Path, recipe, args, model, topo) -> dict | None:
     """{dp, micro_batch, accumulation, steps, before, after} for the recipe's mesh; None for DPO rows or without a
     model config (nothing to weigh attention against)."""
     from accelerate.data_loader import SeedableRandomSampler
@@ -42,8 +42,8 @@ def work_balance(folder: Path, recipe, sft, model, topo) -> dict | None:
     hw = PROFILES[DEFAULT_PROFILE]
     work = row_work(per_row, lengths, FlopCounts.from_config(config), hw)
     dp = topo.world_size // topo.sp_size
-    micro, accumulation = sft.per_device_train_batch_size, sft.gradient_accumulation_steps
-    order = list(SeedableRandomSampler(range(len(dataset)), data_seed=sft.data_seed or sft.seed))  # epoch 0
+    micro, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
+    order = list(SeedableRandomSampler(range(len(dataset)), data_seed=args.data_seed or args.seed))  # epoch 0
     shape, window = (dp, micro, accumulation), getattr(recipe, "balance_window", 1)
     return {
         "dp": dp, "micro_batch": micro, "accumulation": accumulation, "window": window, "profile": hw.name,

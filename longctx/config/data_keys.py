@@ -94,11 +94,11 @@ def role_map_of(value) -> dict[str, str]:
     return roles
 
 
-def column_mapping(recipe, sft) -> dict:
+def column_mapping(recipe, args) -> dict:
     """Only what differs from the defaults (so a recipe without mapping keys keeps its prepared data's key):
     text, messages, role, content, roles, prompt, completion."""
     fields = {
-        "text": getattr(sft, "dataset_text_field", None) or "text",
+        "text": getattr(args, "dataset_text_field", None) or "text",
         "messages": getattr(recipe, "messages_field", None),
         "role": getattr(recipe, "role_field", None),
         "content": getattr(recipe, "content_field", None),

@@ -29,7 +29,7 @@ def _resolve(name: str) -> str:
     return str(REPO_ROOT / name) if not Path(name).exists() and (REPO_ROOT / name).exists() else name
 
 
-def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
+def prep_settings(recipe, args, model, topo, role: str = "train") -> dict:
     """Everything the recipe says about its prepared data, as `data_prep.config.PrepConfig` fields.
 
     The one derivation of a recipe's data settings: data_prep builds its config from it, and training ranks
@@ -37,26 +37,26 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
     fixed length when batches are padded to max_length).
     """
     inputs, hub = data_source(recipe)
-    fixed = (not topo.sp_seq_length_is_variable) or (sft.pad_to_multiple_of == sft.max_length)
+    fixed = (not topo.sp_seq_length_is_variable) or (args.pad_to_multiple_of == args.max_length)
     out_dir = Path(recipe.prepared_data_dir)
     # `eval_holdout` (data_prep/eval_split.py): the train and the held-out side are two settings, two manifests;
     # without it the settings (and so every existing manifest) are what they were before the eval split
     split = {"holdout": recipe.eval_holdout, "role": role} if recipe.eval_holdout else {}
-    template = resolve_chat_template(sft.chat_template_path)
-    columns = column_mapping(recipe, sft)
+    template = resolve_chat_template(args.chat_template_path)
+    columns = column_mapping(recipe, args)
     # `trainer: dpo`: preference pairs (data_prep/trainers/preference_rows.py); `trainer: grpo`: prompt rows, not
     # tokenized
     # for training, at most `max_prompt_length` tokens (data_prep/trainers/prompts.py); an SFT recipe's settings stay
     # the same
     trainer = getattr(recipe, "trainer", "sft")
-    pairs = {"objective": "dpo", "prefix_sharing": sft.prefix_sharing} if trainer == "dpo" else {}
+    pairs = {"objective": "dpo", "prefix_sharing": args.prefix_sharing} if trainer == "dpo" else {}
     pairs = {"objective": "grpo"} if trainer == "grpo" else pairs
     return {
         **split,
         **pairs,
         **({"columns": columns} if columns else {}),  # without mapping keys, every existing manifest stays valid
         "tokenizer": _resolve(model.model_name_or_path),
-        "max_length": sft.max_prompt_length if trainer == "grpo" else sft.max_length,
+        "max_length": args.max_prompt_length if trainer == "grpo" else args.max_length,
         "sp_size": topo.sp_size,
         "inputs": inputs,
         "hub": hub,
@@ -66,9 +66,9 @@ def prep_settings(recipe, sft, model, topo, role: str = "train") -> dict:
         "policy": recipe.long_document_policy,
         "mode": recipe.prepare_data,
         "alignment": recipe.seq_alignment,
-        "pad_multiple": sft.pad_to_multiple_of if sft.pad_to_multiple_of and not fixed else 1,
+        "pad_multiple": args.pad_to_multiple_of if args.pad_to_multiple_of and not fixed else 1,
         "fixed_length": fixed,
-        "seed": sft.seed,
+        "seed": args.seed,
         "output_dir": str(out_dir if out_dir.is_absolute() else Path.cwd() / out_dir),  # the recipe's root
         # the template that replaces the tokenizer's (`chat_template_path`): its masks are the data's
         "chat_template": str(template) if template else None,

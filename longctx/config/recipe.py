@@ -379,7 +379,7 @@ def recipe_topology(recipe: RecipeArguments) -> Topology:
     return read_topology(repo_path(recipe.accelerate_config))
 
 
-def check_recipe(recipe, sft, model, source: str) -> list[Problem]:
+def check_recipe(recipe, args, model, source: str) -> list[Problem]:
     """Every rule about the recipe on its own topology (longctx/config/rules/), errors and warnings."""
     if not recipe.accelerate_config:
         fix = "name the accelerate YAML, e.g. `accelerate_config: accelerate_configs/cpu-sp2.yaml`"
@@ -389,7 +389,7 @@ def check_recipe(recipe, sft, model, source: str) -> list[Problem]:
     except ConfigError as exc:
         fix = "point `accelerate_config` at an existing accelerate YAML under accelerate_configs/"
         return [error(source, "accelerate_config", str(exc), fix)]
-    return recipe_problems(recipe, sft, model, topo, source)
+    return recipe_problems(recipe, args, model, topo, source)
 
 
 def exit_on_recipe_error(exc: RecipeError) -> None:

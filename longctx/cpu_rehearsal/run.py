@@ -136,16 +136,16 @@ def load_back(recipe_path: Path) -> None:
     print(f"[rehearsal] load: ok ({time.monotonic() - start:.0f}s): {what}, loss {loss:.4f} on a sample")
 
 
-def _load_and_score(recipe, sft, model_args) -> tuple[str, float]:
+def _load_and_score(recipe, args, model_args) -> tuple[str, float]:
     import torch
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from longctx.training.model_build import build_config, is_adapter, load_recipe_model
 
-    out = Path(sft.output_dir)
+    out = Path(args.output_dir)
     tokenizer = AutoTokenizer.from_pretrained(out)
-    model = load_recipe_model(recipe, model_args, sft, str(out))
+    model = load_recipe_model(recipe, model_args, args, str(out))
     trained = build_config(recipe, model_args).rope_parameters  # what the entrypoint built the model with
     saved = AutoConfig.from_pretrained(out).rope_parameters  # the effective config beside the checkpoint
     if not saved == trained == model.config.rope_parameters:

@@ -25,7 +25,7 @@ from longctx.training.sequence_parallel.mesh import check_launched_mesh, sp_coor
 from longctx.training.shutdown import exit_cleanly
 
 
-def load_model(recipe, sft, model_args, checkpoint: str | None):
+def load_model(recipe, args, model_args, checkpoint: str | None):
     """(model, tokenizer): the checkpoint when given, else the recipe's starting model, built as training builds
     it (longctx/training/model_build.py: the recipe's config overrides, a LoRA adapter on its configured base).
     A LoRA adapter is merged into its base, so the scored model runs the same code as a full checkpoint."""
@@ -35,13 +35,13 @@ def load_model(recipe, sft, model_args, checkpoint: str | None):
 
     tok_source = checkpoint if checkpoint and os.path.isfile(os.path.join(checkpoint, "tokenizer.json")) else None
     tok = AutoTokenizer.from_pretrained(tok_source or model_args.model_name_or_path)
-    model = load_recipe_model(recipe, model_args, sft, checkpoint)
+    model = load_recipe_model(recipe, model_args, args, checkpoint)
     if hasattr(model, "merge_and_unload"):  # a PeftModel
         model = model.merge_and_unload()
     return model, tok
 
 
-def prepare_for_mesh(model, recipe, sft):
+def prepare_for_mesh(model, recipe, args):
     """The model as accelerate prepares it for this mesh; returns (model, accelerator)."""
     from accelerate import Accelerator
     from torch.utils.data import DataLoader
@@ -55,8 +55,8 @@ def prepare_for_mesh(model, recipe, sft):
     fit_ulysses_to_layer_shapes()  # Gemma 4: each layer split by its own heads, as in training
     # Gated DeltaNet layers (Qwen3.5) sharded by head as in training; accelerate refuses any other recurrent layer
     lift_accelerate_refusal()
-    acc = Accelerator(mixed_precision="bf16" if sft.bf16 else "no")
-    prepare_model(model, recipe, sft, acc, role="eval")  # the fixes every model a trainer runs gets (model_fixes.py)
+    acc = Accelerator(mixed_precision="bf16" if args.bf16 else "no")
+    prepare_model(model, recipe, args, acc, role="eval")  # the fixes every model a trainer runs gets (model_fixes.py)
     drop_optimizer_sections(acc)
     # A one-row loader fills DeepSpeed's `auto` micro-batch size (1, like training); it is not used.
     model.eval()
@@ -106,10 +106,10 @@ def timed_score(model, example, sp: int, sp_rank: int, device) -> dict:
     return row
 
 
-def run(args, recipe, sft, model_args) -> tuple[list[dict], dict] | None:
+def run(args, recipe, training_args, model_args) -> tuple[list[dict], dict] | None:
     """Score the grid; on global rank 0 returns (every example's verdict, the model's config), None elsewhere."""
-    model, tok = load_model(recipe, sft, model_args, args.checkpoint)
-    model, acc = prepare_for_mesh(model, recipe, sft)
+    model, tok = load_model(recipe, training_args, model_args, args.checkpoint)
+    model, acc = prepare_for_mesh(model, recipe, training_args)
     sp, sp_rank, dp, dp_rank = sp_coordinates(acc)
     examples = grid(tok, args.tasks, args.lengths, args.depths, args.samples, args.seed)
     mine = []

@@ -81,12 +81,12 @@ def saves_kept(strategy: str, limit: int | None, max_steps: int, save_steps: flo
     return None, "save_total_limit unset: every save is kept"
 
 
-def disk_plan(arch: Arch, sft, zero_stage: int, lora_rank: int | None) -> tuple[DiskPlan | None, str]:
+def disk_plan(arch: Arch, args, zero_stage: int, lora_rank: int | None) -> tuple[DiskPlan | None, str]:
     """The run's disk plan from its SFTConfig and ZeRO stage; None, with the reason, when the count is unbounded.
     Weights are saved in 16 bits under bf16/fp16 mixed precision, in fp32 otherwise (the CPU recipes)."""
-    weight_bytes = 2 if sft.bf16 or sft.fp16 else 4
-    strategy = str(getattr(sft.save_strategy, "value", sft.save_strategy))
-    on_disk, why = saves_kept(strategy, sft.save_total_limit, sft.max_steps, sft.save_steps)
+    weight_bytes = 2 if args.bf16 or args.fp16 else 4
+    strategy = str(getattr(args.save_strategy, "value", args.save_strategy))
+    on_disk, why = saves_kept(strategy, args.save_total_limit, args.max_steps, args.save_steps)
     if on_disk is None:
         return None, why
     one = checkpoint_bytes(arch, zero_stage, weight_bytes, lora_rank)

@@ -37,6 +37,6 @@ RULES = (
 )
 
 
-def recipe_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def recipe_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """Every reason the recipe cannot run (errors) or runs worse than it could (warnings) on `topo`."""
-    return [problem for rule in RULES for problem in rule(recipe, sft, model, topo, source)]
+    return [problem for rule in RULES for problem in rule(recipe, args, model, topo, source)]

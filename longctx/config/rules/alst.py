@@ -42,7 +42,7 @@ def moe_tiled_mlp_problems(recipe, model, source: str) -> list[Problem]:
     return [error(source, "tiled_mlp", msg, "set `tiled_mlp: false` (recipes/README.md, MoE: what is exact)")]
 
 
-def alst_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def alst_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """Recipe-level reasons the ALST switches cannot work as set; each names the key and the fix."""
     problems = []
     if recipe.tiled_mlp_shards is not None and recipe.tiled_mlp_shards < 1:
@@ -50,26 +50,26 @@ def alst_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
         problems.append(error(source, "tiled_mlp_shards", f"must be >= 1, got {recipe.tiled_mlp_shards}", fix))
     if recipe.tiled_mlp_shards is not None and not recipe.tiled_mlp:
         problems.append(error(source, "tiled_mlp_shards", "is set but `tiled_mlp` is false", "set `tiled_mlp: true`"))
-    checkpointing = getattr(sft, "activation_checkpointing", None)  # transformers 5 name of gradient_checkpointing
+    checkpointing = getattr(args, "activation_checkpointing", None)  # transformers 5 name of gradient_checkpointing
     if checkpointing is None:
-        checkpointing = sft.gradient_checkpointing
+        checkpointing = args.gradient_checkpointing
     if recipe.activation_checkpoint_offload and not checkpointing:
         msg = "offloads the inputs of checkpointed layers, so it needs gradient checkpointing"
         problems.append(error(source, "activation_checkpoint_offload", msg, "set `gradient_checkpointing: true`"))
-    problems += selective_checkpointing_problems(recipe, sft, model, topo, source, checkpointing)
+    problems += selective_checkpointing_problems(recipe, args, model, topo, source, checkpointing)
     problems += model_config_problems(recipe, source)
     problems += moe_tiled_mlp_problems(recipe, model, source)
-    if sft.use_liger_kernel and sft.use_cpu:
+    if args.use_liger_kernel and args.use_cpu:
         msg = "needs Triton on a GPU"
         problems.append(error(source, "use_liger_kernel", msg, "set it false for a CPU recipe"))
     return problems
 
 
-def selective_checkpointing_problems(recipe, sft, model, topo, source: str, checkpointing: bool) -> list[Problem]:
+def selective_checkpointing_problems(recipe, args, model, topo, source: str, checkpointing: bool) -> list[Problem]:
     """`gradient_checkpointing_kwargs: {selective: true}` (TRL's selective activation checkpointing: attention's
     output kept, the rest of each layer recomputed) where it cannot run: what TRL would raise only when the
     trainer is built, and an attention that is not one op (nothing would be kept)."""
-    kwargs = getattr(sft, "gradient_checkpointing_kwargs", None)
+    kwargs = getattr(args, "gradient_checkpointing_kwargs", None)
     kwargs = kwargs if isinstance(kwargs, dict) else {}
     if not kwargs.get("selective"):
         return []

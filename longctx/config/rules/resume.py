@@ -15,7 +15,7 @@ from longctx.config.rules.remote_code import remote_code_problems
 KEY = "resume_from_checkpoint"
 
 
-def existing_checkpoint_problems(sft, source: str) -> list[Problem]:
+def existing_checkpoint_problems(args, source: str) -> list[Problem]:
     """A training run not asked to resume, into an output_dir that holds a complete checkpoint: refused, naming both
     choices. Checked by preflight before a launch (longctx/preflight/checks/output_dir.py) and by every run before
     it loads anything (longctx/config/run_paths.py); never by eval or export, which read a finished run's folder.
@@ -25,35 +25,36 @@ def existing_checkpoint_problems(sft, source: str) -> list[Problem]:
     better when the recipe was edited in between (a new learning rate or dataset applied to the old optimizer
     state and data position is neither run). The refusal costs one flag and says which: `auto` resumes (what the
     printed preemption line and the Slurm/Kubernetes scripts pass), another output_dir starts over."""
-    value = sft.resume_from_checkpoint
+    value = args.resume_from_checkpoint
     if value and str(value).lower() != "false":
         return []
-    out = repo_path(sft.output_dir or ".")
+    out = repo_path(args.output_dir or ".")
     folders = checkpoint_folders(out) if out.is_dir() else []
     if not folders:
         return []
     found = latest_checkpoint(out)
     held = f"{found.name}, a run's complete checkpoint" if found else f"{folders[-1][1].name} (incomplete)"
     what = (
-        f"{sft.output_dir} already holds {held}; this run would start from step 1 and overwrite that run's checkpoints"
+        f"{args.output_dir} already holds {held}; "
+        "this run would start from step 1 and overwrite that run's checkpoints"
     )
     fix = (
         "resume that run with `--resume_from_checkpoint auto`, or start over with another `--output_dir` "
-        f"(or delete the checkpoint-N folders of {sft.output_dir})"
+        f"(or delete the checkpoint-N folders of {args.output_dir})"
     )
     return [error(source, KEY, what, fix)]
 
 
-def resume_recipe_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def resume_recipe_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """A resume that cannot load on this topology, and custom model code that was not opted into."""
-    problems = remote_code_problems(model, sft, source)
-    value = sft.resume_from_checkpoint
+    problems = remote_code_problems(model, args, source)
+    value = args.resume_from_checkpoint
     if not value or str(value).lower() == "false":
         return problems
     if str(value).lower() not in ("true", "auto"):
         value = str(repo_path(str(value)))
     try:
-        checkpoint = resolve_resume(value, sft.output_dir or ".")
+        checkpoint = resolve_resume(value, args.output_dir or ".")
     except ValueError as exc:
         fix = "point resume_from_checkpoint at a checkpoint-N folder, `auto` (the latest, or fresh), or remove it"
         return problems + [error(source, KEY, str(exc).removeprefix(f"`{KEY}`: "), fix)]
@@ -61,5 +62,5 @@ def resume_recipe_problems(recipe, sft, model, topo, source: str) -> list[Proble
         return problems
     mismatch = mesh_mismatch(checkpoint, topo)
     problems += [error(source, KEY, *mismatch)] if mismatch else []
-    batch = batch_mismatch(checkpoint, topo, sft.per_device_train_batch_size, sft.gradient_accumulation_steps)
+    batch = batch_mismatch(checkpoint, topo, args.per_device_train_batch_size, args.gradient_accumulation_steps)
     return problems + ([error(source, "gradient_accumulation_steps", *batch)] if batch else [])

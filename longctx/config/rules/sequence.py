@@ -12,7 +12,7 @@ SP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")
 PC = "parallelism_config.parallelism_config_"
 
 
-def attention_problems(sft, model, topo, source: str, where: str) -> list[Problem]:
+def attention_problems(args, model, topo, source: str, where: str) -> list[Problem]:
     sp, model_attn, sp_attn = topo.sp_size, model.attn_implementation, topo.sp_attn_implementation
     if sp == 1:
         return []
@@ -42,8 +42,8 @@ def uneven_shards(max_length: int, multiple: int, of_what: str) -> tuple[str, st
     )
 
 
-def length_problems(sft, topo, source: str) -> list[Problem]:
-    sp, max_length, pad = topo.sp_size, sft.max_length, sft.pad_to_multiple_of
+def length_problems(args, topo, source: str) -> list[Problem]:
+    sp, max_length, pad = topo.sp_size, args.max_length, args.pad_to_multiple_of
     problems = []
     uneven = uneven_shards(max_length, sp, f"sp={sp}")
     if uneven:
@@ -51,7 +51,7 @@ def length_problems(sft, topo, source: str) -> list[Problem]:
     if pad is not None and pad % sp:
         fix = f"use pad_to_multiple_of: {sp} (or leave it unset: the entrypoint pads to a multiple of sp)"
         problems.append(error(source, "pad_to_multiple_of", f"{pad} is not a multiple of sp={sp}", fix))
-    if sp > 1 and max_length and not max_length % sp and (max_length // sp) % 256 and not sft.use_cpu:
+    if sp > 1 and max_length and not max_length % sp and (max_length // sp) % 256 and not args.use_cpu:
         per_rank = max_length // sp
         better = max(round(per_rank / 256), 1) * 256 * sp
         msg = f"gives {per_rank} tokens per rank, not a multiple of 256 (slower attention kernels)"
@@ -59,27 +59,27 @@ def length_problems(sft, topo, source: str) -> list[Problem]:
     return problems
 
 
-def fixed_length_problems(sft, topo, where: str) -> list[Problem]:
+def fixed_length_problems(args, topo, where: str) -> list[Problem]:
     """With `sp_seq_length_is_variable: false` every batch must have exactly sp_seq_length tokens."""
     if topo.sp_size == 1 or topo.sp_seq_length_is_variable:
         return []
     key = PC + "sp_seq_length"
     if topo.sp_seq_length is None:
-        fix = f"set it to {sft.max_length} (and pad every batch to it), or set sp_seq_length_is_variable: true"
+        fix = f"set it to {args.max_length} (and pad every batch to it), or set sp_seq_length_is_variable: true"
         return [error(where, key, "is unset while sp_seq_length_is_variable is false", fix)]
     problems = []
-    if topo.sp_seq_length != sft.max_length:
-        msg = f"is {topo.sp_seq_length} but the recipe's max_length is {sft.max_length}"
-        problems.append(error(where, key, msg, f"set it to {sft.max_length}, or sp_seq_length_is_variable: true"))
-    if sft.pad_to_multiple_of != sft.max_length and not getattr(sft, "packing", False):
-        msg = f"fixed at {topo.sp_seq_length}, but batches are padded only to multiples of {sft.pad_to_multiple_of}"
-        fix = f"set pad_to_multiple_of: {sft.max_length} in the recipe, or sp_seq_length_is_variable: true"
+    if topo.sp_seq_length != args.max_length:
+        msg = f"is {topo.sp_seq_length} but the recipe's max_length is {args.max_length}"
+        problems.append(error(where, key, msg, f"set it to {args.max_length}, or sp_seq_length_is_variable: true"))
+    if args.pad_to_multiple_of != args.max_length and not getattr(args, "packing", False):
+        msg = f"fixed at {topo.sp_seq_length}, but batches are padded only to multiples of {args.pad_to_multiple_of}"
+        fix = f"set pad_to_multiple_of: {args.max_length} in the recipe, or sp_seq_length_is_variable: true"
         problems.append(error(where, key, msg, fix))
     return problems
 
 
-def trl_packing_problems(sft, topo, source: str) -> list[Problem]:
-    if topo.sp_size == 1 or not (getattr(sft, "packing", False) or getattr(sft, "padding_free", False)):
+def trl_packing_problems(args, topo, source: str) -> list[Problem]:
+    if topo.sp_size == 1 or not (getattr(args, "packing", False) or getattr(args, "padding_free", False)):
         return []
     msg = (
         "packing/padding_free use TRL's padding-free collator, whose 1-D cu_seq_lens_* tensors "
@@ -88,9 +88,9 @@ def trl_packing_problems(sft, topo, source: str) -> list[Problem]:
     return [error(source, "packing", msg, "set packing: false and padding_free: false (use `prepare_data: packed`)")]
 
 
-def sequence_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def sequence_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     where = display_path(Path(topo.path))
-    problems = attention_problems(sft, model, topo, source, where)
+    problems = attention_problems(args, model, topo, source, where)
     if getattr(recipe, "trainer", "sft") != "grpo":  # a GRPO row's length is the trainer's (prompt + G completions)
-        problems += length_problems(sft, topo, source)
-    return problems + fixed_length_problems(sft, topo, where) + trl_packing_problems(sft, topo, source)
+        problems += length_problems(args, topo, source)
+    return problems + fixed_length_problems(args, topo, where) + trl_packing_problems(args, topo, source)

@@ -149,7 +149,7 @@ def read_deepspeed_json(topo) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def zero_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def zero_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """Refuse a ZeRO stage other than 2 or 3, and under SP a flag whose gradient averaging the SP loss cannot match."""
     ds = read_deepspeed_json(topo)
     found = unsupported(ds, topo.sp_size) if ds is not None else None

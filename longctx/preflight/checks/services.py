@@ -27,8 +27,8 @@ LOGGERS = {
 }
 
 
-def logger_problems(sft, source: str) -> list[Problem]:
-    names = sft.report_to if isinstance(sft.report_to, list) else [sft.report_to]
+def logger_problems(args, source: str) -> list[Problem]:
+    names = args.report_to if isinstance(args.report_to, list) else [args.report_to]
     problems = []
     for name in [n for n in names if n in LOGGERS]:
         module, install = LOGGERS[name]
@@ -51,8 +51,8 @@ def hub_token() -> str | None:
     return get_token()
 
 
-def push_problems(sft, source: str) -> list[Problem]:
-    if not getattr(sft, "push_to_hub", False) or getattr(sft, "hub_token", None) or hub_token():
+def push_problems(args, source: str) -> list[Problem]:
+    if not getattr(args, "push_to_hub", False) or getattr(args, "hub_token", None) or hub_token():
         return []
     what = "is true but no Hugging Face token is set: the trainer would fail connecting to the Hub at setup"
     fix = (

@@ -217,14 +217,14 @@ def install_isolation_for_recipe(recipe, model_args, model) -> str:
         raise RecipeError(recipe.config_source, [f"{recipe.config_source}: {exc}"]) from None
 
 
-def require_position_ids(model, recipe, sft) -> None:
+def require_position_ids(model, recipe, args) -> None:
     """A packed batch without position_ids is an error, not a silent cross-document run.
 
     Without them the model makes up 0..S-1 for the whole row and nothing can find the documents' starts.
     """
     from longctx.config.rules.attention.isolation import is_packed
 
-    if getattr(recipe, "allow_cross_document_attention", False) or not is_packed(recipe, sft):
+    if getattr(recipe, "allow_cross_document_attention", False) or not is_packed(recipe, args):
         return
 
     def hook(module, args, kwargs):

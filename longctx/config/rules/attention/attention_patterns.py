@@ -112,7 +112,7 @@ def recipe_model_config(recipe, model) -> tuple[dict | None, str]:
     return config, name
 
 
-def attention_pattern_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def attention_pattern_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """The recipe rule (longctx/config/rules/__init__.py): the gate on the config at hand, before any download."""
     if topo.sp_size <= 1:
         return []
@@ -121,6 +121,6 @@ def attention_pattern_problems(recipe, sft, model, topo, source: str) -> list[Pr
         return []
     allow = bool(getattr(recipe, "allow_unproven_attention", False))
     accepted = bool(getattr(recipe, ACCEPT_REMOTE_CODE_UNDER_SP, False))
-    trust = bool(getattr(sft, "trust_remote_code", False))
+    trust = bool(getattr(args, "trust_remote_code", False))
     custom = remote_code_under_sp_problems(config, topo.sp_size, trust, accepted, source, name)
     return custom + pattern_problems(config, topo.sp_size, model.attn_implementation, source, name, allow)

@@ -41,31 +41,32 @@ def isolation_guarantee(
     return False, f"attention implementation {attn_implementation!r} is unknown to the isolation policy; use sdpa"
 
 
-def is_packed(recipe, sft) -> bool:
+def is_packed(recipe, args) -> bool:
     """Whether the recipe trains on packed rows (several documents per sequence; a preference row and a GRPO group
     row always are)."""
     if getattr(recipe, "prepare_data", "off") == "packed" or getattr(recipe, "trainer", "sft") in ("dpo", "grpo"):
         return True
-    return bool(getattr(sft, "packing", False) or getattr(sft, "padding_free", False))
+    return bool(getattr(args, "packing", False) or getattr(args, "padding_free", False))
 
 
-def row_batches(recipe, sft) -> list[tuple[str, int]]:
+def row_batches(recipe, args) -> list[tuple[str, int]]:
     """(key, rows) of every batch of rows the run's forwards take: the training micro-batch (eval's equals it under
     SP: longctx/config/rules/trainers/evaluation.py) and a DPO reference pass's own `precompute_ref_batch_size`."""
-    batches = [("per_device_train_batch_size", sft.per_device_train_batch_size)]
-    reference = getattr(sft, "precompute_ref_batch_size", None)
+    batches = [("per_device_train_batch_size", args.per_device_train_batch_size)]
+    reference = getattr(args, "precompute_ref_batch_size", None)
     dpo = getattr(recipe, "trainer", "sft") == "dpo"
-    if dpo and sft.reference_log_probs == "precomputed" and reference and reference != sft.per_device_train_batch_size:
+    precomputed = dpo and args.reference_log_probs == "precomputed"
+    if precomputed and reference and reference != args.per_device_train_batch_size:
         batches.append(("precompute_ref_batch_size", reference))
     return batches
 
 
-def packed_isolation_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def packed_isolation_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """One problem per batch of rows in which packed data would silently attend across documents; none otherwise."""
-    if not is_packed(recipe, sft) or getattr(recipe, "allow_cross_document_attention", False):
+    if not is_packed(recipe, args) or getattr(recipe, "allow_cross_document_attention", False):
         return []
     problems = []
-    for key, rows in row_batches(recipe, sft):
+    for key, rows in row_batches(recipe, args):
         isolated, reason = isolation_guarantee(model.attn_implementation, topo.sp_size, rows, key)
         if not isolated:
             msg = f"packed documents would attend to each other: {reason}"

@@ -92,7 +92,7 @@ def ring_problems(config: dict, topo, where: str, model: str) -> list[Problem]:
     return problems
 
 
-def sp_topology_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def sp_topology_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """The entrypoint's share (no model config needed): R divides sp."""
     ring = topo.sp_ring_size
     if ring == 1 or (ring >= 1 and topo.sp_size % ring == 0):

@@ -19,11 +19,11 @@ from longctx.config.problems import Problem, error, warning
 KEY = "chat_template_path"
 
 
-def needs_markers(recipe, sft) -> bool:
+def needs_markers(recipe, args) -> bool:
     """data_prep's `messages` rows, or TRL's own assistant-only loss when data_prep is off."""
     if recipe.prepare_data != "off":
         return recipe.dataset_format == "messages"
-    return bool(getattr(sft, "assistant_only_loss", False))
+    return bool(getattr(args, "assistant_only_loss", False))
 
 
 def suggested_fix(model_type: str | None) -> str:
@@ -35,14 +35,14 @@ def suggested_fix(model_type: str | None) -> str:
     return f"set `{KEY}` to a .jinja copy of the model's template with {{% generation %}} around assistant turns"
 
 
-def chat_template_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def chat_template_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """Every reason the recipe's chat template cannot give assistant-only masks; [] when it can."""
-    if not needs_markers(recipe, sft):
+    if not needs_markers(recipe, args):
         return []
     fix = suggested_fix(model_type(recipe.model_config_source or model.model_name_or_path))
-    if sft.chat_template_path:
+    if args.chat_template_path:
         try:
-            path = resolve_chat_template(sft.chat_template_path)
+            path = resolve_chat_template(args.chat_template_path)
         except ChatTemplateError as exc:
             return [error(source, KEY, str(exc).removeprefix(f"`{KEY}` "), fix)]
         if has_generation_markers(path.read_text()):

@@ -46,29 +46,29 @@ DATA_PREP_KEYS = (
 NOT_READ_FOR_PAIRS = ("messages_field", "role_field", "content_field", "role_map", "completion_field", "input_field")
 
 
-def data_key_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def data_key_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """One error per data key the recipe sets that nothing would read."""
     explicit = getattr(recipe, "explicit_keys", frozenset())
     if getattr(recipe, "trainer", "sft") == "dpo" and recipe.prepare_data != "off":
         msg = "is not read for preference pairs: a pair is `prompt` (named by `prompt_field`), `chosen`, `rejected`"
         fix = "drop it; rename your answer columns to `chosen` and `rejected` (TRL's preference format)"
         unread = [error(source, key, msg, fix) for key in NOT_READ_FOR_PAIRS if key in explicit]
-        return unread + _prepared_key_problems(recipe, sft, explicit, source)
+        return unread + _prepared_key_problems(recipe, args, explicit, source)
     if recipe.prepare_data == "off":
         fix = "set `prepare_data: packed` (or `unpacked`) so data_prep maps the columns, or drop it"
         msg = "is read by data_prep only, and `prepare_data` is off (TRL reads the dataset itself)"
         return [error(source, key, msg, fix) for key in DATA_PREP_KEYS if key in explicit]
-    return _prepared_key_problems(recipe, sft, explicit, source)
+    return _prepared_key_problems(recipe, args, explicit, source)
 
 
-def _prepared_key_problems(recipe, sft, explicit, source: str) -> list[Problem]:
+def _prepared_key_problems(recipe, args, explicit, source: str) -> list[Problem]:
     problems = []
     unread = "has no effect with `prepare_data` (data_prep builds the rows)"
     problems += [
         error(source, k, unread, instead) for k, instead in REFUSED_WITH_PREPARED_DATA.items() if k in explicit
     ]
     for key, what in ALWAYS_ON.items():
-        if key in explicit and getattr(sft, key) is False:
+        if key in explicit and getattr(args, key) is False:
             msg = f"is false, but with `prepare_data` {what}"
             problems.append(error(source, key, msg, f"drop `{key}: false`, or set `prepare_data: off`"))
     try:

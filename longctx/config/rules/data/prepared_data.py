@@ -10,7 +10,7 @@ from longctx.config.problems import Problem, error
 from longctx.config.rules.sequence import uneven_shards
 
 
-def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def prepared_data_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """Every reason a recipe's `prepare_data` setting cannot run, each naming the key and the fix."""
     bad_holdout = recipe.eval_holdout < 0 or (
         recipe.eval_holdout >= 1 and recipe.eval_holdout != int(recipe.eval_holdout)
@@ -22,8 +22,8 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Proble
             return [error(source, "eval_holdout", msg, fix)]
         return []
     problems = []
-    if sft.eval_strategy != "no" and not recipe.eval_holdout:
-        strategy = getattr(sft.eval_strategy, "value", sft.eval_strategy)
+    if args.eval_strategy != "no" and not recipe.eval_holdout:
+        strategy = getattr(args.eval_strategy, "value", args.eval_strategy)
         msg = f"is `{strategy}`, but with `prepare_data` the eval rows are held-out documents and none are held out"
         fix = "set `eval_holdout` (a fraction like 0.05 or a count like 200), or `eval_strategy: no`"
         problems.append(error(source, "eval_strategy", msg, fix))
@@ -32,16 +32,16 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Proble
         problems.append(error(source, "eval_holdout", msg, "use e.g. 0.05 or 200 (0 holds nothing out)"))
     if getattr(recipe, "trainer", "sft") == "grpo":  # prompt rows, untokenized: no layout (rules/trainers/grpo.py)
         return problems
-    if getattr(sft, "packing", False) or getattr(sft, "padding_free", False):  # GRPOConfig has neither
+    if getattr(args, "packing", False) or getattr(args, "padding_free", False):  # GRPOConfig has neither
         msg = "are TRL's packing; with `prepare_data` data_prep packs"
         problems.append(error(source, "packing", msg, "set `packing: false` and `padding_free: false`"))
-    if not sft.max_length:
+    if not args.max_length:
         problems.append(error(source, "max_length", "is unset; `prepare_data` needs it", "set `max_length`"))
     if recipe.seq_alignment < 1:
         problems.append(error(source, "seq_alignment", f"must be >= 1, got {recipe.seq_alignment}", "use 1 or 64"))
-    elif sft.max_length and sft.max_length % topo.sp_size == 0:  # not a multiple of sp: rules/sequence.py says so
+    elif args.max_length and args.max_length % topo.sp_size == 0:  # not a multiple of sp: rules/sequence.py says so
         m, align = math.lcm(topo.sp_size, recipe.seq_alignment), recipe.seq_alignment
-        uneven = uneven_shards(sft.max_length, m, f"lcm(sp={topo.sp_size}, seq_alignment={align}) = {m}")
+        uneven = uneven_shards(args.max_length, m, f"lcm(sp={topo.sp_size}, seq_alignment={align}) = {m}")
         problems += [error(source, "max_length", *uneven)] if uneven else []
     if recipe.dataset_streaming:
         msg = "has no effect with `prepare_data` (data_prep streams)"
@@ -49,7 +49,7 @@ def prepared_data_problems(recipe, sft, model, topo, source: str) -> list[Proble
     return problems
 
 
-def row_balance_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def row_balance_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """`balance_rows: work` where it cannot run: a streamed dataset (no rows to order), or a trainer other than SFT
     (DPO: not proven with it, its pairs keep the sampler's order; GRPO: its rows are prompts, sampled in groups)."""
     window, setting = getattr(recipe, "balance_window", 1), getattr(recipe, "balance_rows", "auto")

@@ -24,23 +24,23 @@ UNSUPPORTED_TRL_KEYS = {
 }
 
 
-def _key_problems(sft, source: str) -> list[Problem]:
+def _key_problems(args, source: str) -> list[Problem]:
     problems = []
     for key, (default, fix) in UNSUPPORTED_TRL_KEYS.items():
-        value = getattr(sft, key, default)
+        value = getattr(args, key, default)
         if getattr(value, "value", value) != default:
             problems.append(error(source, key, f"is {value!r}; the long-context DPO trainer does not use it", fix))
     return problems
 
 
-def _loss_problems(sft, source: str) -> list[Problem]:
-    losses = loss_types(sft)
+def _loss_problems(args, source: str) -> list[Problem]:
+    losses = loss_types(args)
     unknown = [loss for loss in losses if loss not in LOSS_TYPES]
     if unknown:
         msg = f"{unknown} is not computed by the long-context DPO trainer"
         return [error(source, "loss_type", msg, f"use one of {', '.join(LOSS_TYPES)}")]
     free = [loss in REFERENCE_FREE_LOSSES for loss in losses]
-    reference = sft.reference_log_probs
+    reference = args.reference_log_probs
     if any(free) and not all(free):
         msg = f"{losses} mixes reference-free and reference losses"
         return [error(source, "loss_type", msg, "combine losses of one kind only")]
@@ -50,12 +50,12 @@ def _loss_problems(sft, source: str) -> list[Problem]:
     if not all(free) and reference == "none":
         msg = f"is `none`, but the loss {losses} compares with a reference"
         return [error(source, "reference_log_probs", msg, "use `precomputed` (or a reference-free loss: simpo)")]
-    if "robust" in losses and not 0.0 <= sft.label_smoothing < 0.5:
-        msg = f"is {sft.label_smoothing}; the robust loss needs a flip probability in [0, 0.5)"
+    if "robust" in losses and not 0.0 <= args.label_smoothing < 0.5:
+        msg = f"is {args.label_smoothing}; the robust loss needs a flip probability in [0, 0.5)"
         return [error(source, "label_smoothing", msg, "use e.g. 0.1")]
-    if sft.label_smoothing and not any(loss in LABEL_SMOOTHED_LOSSES for loss in losses):
+    if args.label_smoothing and not any(loss in LABEL_SMOOTHED_LOSSES for loss in losses):
         msg = (
-            f"is {sft.label_smoothing}, but the {losses} loss never reads it (TRL 1.16 smooths only robust DPO, as "
+            f"is {args.label_smoothing}, but the {losses} loss never reads it (TRL 1.16 smooths only robust DPO, as "
             "its flip probability, and SimPO): it would train as if it were 0"
         )
         fix = "remove it, or use `loss_type: robust` (label_smoothing as the probability that a label is flipped)"
@@ -82,8 +82,8 @@ def router_aux_problems(coef: float | None, config: dict | None, source: str) ->
     return [error(source, "router_aux_loss_coef", msg, "set `router_aux_loss_coef: 0` (DPO without the term)")]
 
 
-def _reference_problems(model, topo, ds: dict | None, source: str, sft) -> list[Problem]:
-    reference = sft.reference_log_probs
+def _reference_problems(model, topo, ds: dict | None, source: str, args) -> list[Problem]:
+    reference = args.reference_log_probs
     if reference == "adapter_disabled" and not getattr(model, "use_peft", False):
         msg = "is `adapter_disabled`, but the recipe trains no adapter (`use_peft` is off)"
         return [error(source, "reference_log_probs", msg, "use `precomputed`, or set `use_peft: true`")]
@@ -113,11 +113,11 @@ def _data_problems(recipe, source: str) -> list[Problem]:
     return problems
 
 
-def _prefix_sharing_problems(sft, topo, source: str) -> list[Problem]:
+def _prefix_sharing_problems(args, topo, source: str) -> list[Problem]:
     """Prefix sharing on a ring: exact on the CPU ring (its prefix blocks, longctx/training/sequence_parallel/
     ring.py); the CUDA ring's ring-flash-attn kernels attend each document to itself alone, so a rejected answer
     would lose its prompt. The run-time twin: hybrid.PREFIX_ON_GPU_RING."""
-    if not getattr(sft, "prefix_sharing", False) or topo.sp_ring_size <= 1 or getattr(sft, "use_cpu", False):
+    if not getattr(args, "prefix_sharing", False) or topo.sp_ring_size <= 1 or getattr(args, "use_cpu", False):
         return []
     msg = (
         f"is on with a ring (parallelism_config_sp_ring_size: {topo.sp_ring_size}) on GPUs: the CUDA ring's "
@@ -128,28 +128,28 @@ def _prefix_sharing_problems(sft, topo, source: str) -> list[Problem]:
     return [error(source, "prefix_sharing", msg, fix)]
 
 
-def _reference_batch_problems(sft, topo, source: str) -> list[Problem]:
+def _reference_batch_problems(args, topo, source: str) -> list[Problem]:
     """The reference pass's batch of rows under SP: DeepSpeed's Ulysses attention is registered for one micro-batch
     size (as eval's, longctx/config/rules/trainers/evaluation.py); its isolation is checked with every other batch
     (longctx/config/rules/attention/isolation.py `row_batches`)."""
-    size = getattr(sft, "precompute_ref_batch_size", None)
-    if sft.reference_log_probs != "precomputed" or not size or topo.sp_size == 1:
+    size = getattr(args, "precompute_ref_batch_size", None)
+    if args.reference_log_probs != "precomputed" or not size or topo.sp_size == 1:
         return []
-    if size == sft.per_device_train_batch_size:
+    if size == args.per_device_train_batch_size:
         return []
     msg = (
         f"is {size}, but under sp={topo.sp_size} the reference pass runs through the Ulysses attention built for "
-        f"`per_device_train_batch_size` {sft.per_device_train_batch_size} rows"
+        f"`per_device_train_batch_size` {args.per_device_train_batch_size} rows"
     )
     return [error(source, "precompute_ref_batch_size", msg, "remove it (the pass then takes the training batch)")]
 
 
-def preference_problems(recipe, sft, model, topo, source: str) -> list[Problem]:
+def preference_problems(recipe, args, model, topo, source: str) -> list[Problem]:
     """Every reason a `trainer: dpo` recipe cannot run (nothing for an SFT recipe)."""
     if getattr(recipe, "trainer", "sft") != "dpo":
         return []
     ds = read_deepspeed_json(topo)
-    problems = _data_problems(recipe, source) + _key_problems(sft, source) + _loss_problems(sft, source)
-    problems += _prefix_sharing_problems(sft, topo, source) + _reference_batch_problems(sft, topo, source)
-    problems += router_aux_problems(sft.router_aux_loss_coef, recipe_model_config(recipe, model)[0], source)
-    return problems + _reference_problems(model, topo, ds, source, sft)
+    problems = _data_problems(recipe, source) + _key_problems(args, source) + _loss_problems(args, source)
+    problems += _prefix_sharing_problems(args, topo, source) + _reference_batch_problems(args, topo, source)
+    problems += router_aux_problems(args.router_aux_loss_coef, recipe_model_config(recipe, model)[0], source)
+    return problems + _reference_problems(model, topo, ds, source, args)
