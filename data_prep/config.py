@@ -57,6 +57,9 @@ class PrepConfig:
     required_columns: tuple[str, ...] = ()
     num_generations: int | None = None
     max_completion_length: int | None = None
+    # grpo, in the cache key when set: the template's keyword arguments TRL tokenizes a prompt with (they change its
+    # length: Qwen3's `enable_thinking: false` adds an empty think block to the generation prompt)
+    chat_template_kwargs: dict | None = None
 
     @property
     def layout(self) -> Layout:
@@ -96,6 +99,8 @@ class PrepConfig:
         # paths enter through their fingerprints, so a relative and an absolute spelling share one key
         ignored = ("output_dir", "num_proc", "inputs", "tokenizer", "chat_template", "max_dropped_fraction")
         ignored += ("required_columns", "num_generations", "max_completion_length")
+        if not self.chat_template_kwargs:  # the key of every prompt set prepared before they were counted
+            ignored += ("chat_template_kwargs",)
         if not self.columns:  # the default columns: the key of every dataset prepared before the mapping keys
             ignored += ("columns",)
         if not self.holdout:  # no eval split: the key of every dataset prepared before the split existed

@@ -44,16 +44,18 @@ def prepare(tmp_path, rows, **settings):
     return folder, json.loads((folder / REPORT).read_text())
 
 
-def trl_prompt_lengths(prompts: list) -> list[int]:
+def trl_prompt_lengths(prompts: list, template: str | None = None, **chat_template_kwargs) -> list[int]:
     """TRL 1.16's GRPOTrainer._tokenize_prompts itself, on a stand-in trainer holding the tokenizer."""
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
     tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    if template:
+        tok.chat_template = template
     stub = types.SimpleNamespace(
         processing_class=tok, _is_vlm=False, environment_factories=None, tools=None, chat_template=None
     )
-    stub.chat_template_kwargs = {}
+    stub.chat_template_kwargs = chat_template_kwargs
     return [len(ids) for ids in GRPOTrainer._tokenize_prompts(stub, prompts)[0]]
 
 
@@ -68,6 +70,27 @@ def test_prompts_are_counted_as_trl_tokenizes_them_and_kept_unchanged(tmp_path):
     assert report["prompts"]["prompt_tokens_max"] == lengths[1]
     assert report["documents_dropped_by_reason"]["too_long"] == 1
     assert report["tokens_dropped"] == lengths[2]  # tokens_in = tokens_out + tokens_dropped
+
+
+# a generation prompt that grows with a template keyword, as Qwen3's does with `enable_thinking: false`
+THINKING_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}"
+    "assistant: {% if enable_thinking is defined and not enable_thinking %}<think> </think> {% endif %}{% endif %}"
+)
+
+
+def test_prompts_are_counted_with_the_recipes_chat_template_kwargs(tmp_path):
+    """`chat_template_kwargs` reach the count as TRL passes them at generation; without them a prompt counted at the
+    limit reached generation longer than `max_prompt_length` (a Qwen3 GRPO rehearsal stopped mid-run)."""
+    (tmp_path / "template.jinja").write_text(THINKING_TEMPLATE)
+    rows = [{"prompt": chat("The key is 1. " * k + "Key?"), "answer": str(k)} for k in (1, 2)]
+    trl = trl_prompt_lengths([r["prompt"] for r in rows], THINKING_TEMPLATE, enable_thinking=False)
+    assert trl != trl_prompt_lengths([r["prompt"] for r in rows], THINKING_TEMPLATE)  # the keyword adds tokens
+    _, report = prepare(
+        tmp_path, rows, chat_template=str(tmp_path / "template.jinja"), chat_template_kwargs={"enable_thinking": False}
+    )
+    assert report["prompts"]["prompt_tokens"] == sum(trl)
+    assert report["prompts"]["prompt_tokens_max"] == max(trl)
 
 
 def test_text_prompts_are_counted_by_the_plain_tokenizer(tmp_path):

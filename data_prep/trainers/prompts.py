@@ -77,7 +77,10 @@ class PromptPreparer:
     def count_tokens(self, tok, prompts: list) -> list[int]:
         """Each prompt's length as TRL 1.16's GRPOTrainer._tokenize_prompts tokenizes it."""
         if self.conversational:
-            ids = tok.apply_chat_template(prompts, add_generation_prompt=True, tokenize=True, return_dict=True)
+            kwargs = self.cfg.chat_template_kwargs or {}  # as TRL passes the recipe's `chat_template_kwargs`
+            ids = tok.apply_chat_template(
+                prompts, add_generation_prompt=True, tokenize=True, return_dict=True, **kwargs
+            )
             return [len(x) for x in ids["input_ids"]]
         return [len(x) for x in tok(text=prompts)["input_ids"]]
 

@@ -50,7 +50,7 @@ def row(fmt: str, rng: random.Random) -> dict:
         return pair(rng)
     if fmt == "prompts":
         key = str(rng.randrange(10_000, 100_000))
-        user = haystack(rng, rng.randint(2, 10), key) + " What is the pass key? Answer with the number only."
+        user = haystack(rng, rng.randint(2, 5), key) + " What is the pass key? Answer with the number only."
         return {"prompt": [{"role": "user", "content": user}], "answer": key}
     if fmt == "messages":
         return {"messages": conversation(rng)}
