@@ -51,8 +51,8 @@ def prep_settings(recipe, args, model, topo, role: str = "train") -> dict:
     trainer = getattr(recipe, "trainer", "sft")
     pairs = {"objective": "dpo", "prefix_sharing": args.prefix_sharing} if trainer == "dpo" else {}
     pairs = {"objective": "grpo"} if trainer == "grpo" else pairs
-    if trainer == "grpo" and getattr(sft, "chat_template_kwargs", None):  # TRL passes them when it tokenizes a prompt
-        pairs["chat_template_kwargs"] = dict(sft.chat_template_kwargs)  # (Qwen3's enable_thinking adds tokens)
+    if trainer == "grpo" and getattr(args, "chat_template_kwargs", None):  # TRL passes them when it tokenizes a prompt
+        pairs["chat_template_kwargs"] = dict(args.chat_template_kwargs)  # (Qwen3's enable_thinking adds tokens)
     return {
         **split,
         **pairs,
