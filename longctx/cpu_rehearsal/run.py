@@ -109,17 +109,25 @@ def train_and_resume(derived: Derived, recipe: Path, work: Path) -> Path:
     first = losses(out)
     if sorted(first) != list(range(1, STEPS + 1)) or not (out / f"checkpoint-{SAVE_AT}").is_dir():
         raise StepFailed(f"train: expected losses for steps 1..{STEPS} and checkpoint-{SAVE_AT}, got {sorted(first)}")
-    if not any(losses(out, "grad_norm").values()):
+    first_norms = losses(out, "grad_norm")
+    if not any(first_norms.values()):
         raise StepFailed("train: every step's grad norm is 0: the run trained nothing, so the checks after it would "
                          "compare a model with itself")  # fmt: skip
     kept = work / "first-run"
     kept.mkdir(parents=True, exist_ok=True)
     (kept / "trainer_state.json").write_text((out / "trainer_state.json").read_text())
     launch("resume", derived, recipe, "--resume_from_checkpoint", str(out / f"checkpoint-{SAVE_AT}"))
-    again = losses(out)
+    again, norm_again = losses(out), losses(out, "grad_norm")
     if not close(first[STEPS], again[STEPS]):
         raise StepFailed(f"resume: step {STEPS} loss {again[STEPS]:.7f} after resuming, {first[STEPS]:.7f} before")
-    print(f"[rehearsal] resume: step {STEPS} loss {again[STEPS]:.6f} = {first[STEPS]:.6f} without the restart")
+    # a GRPO loss can be ~0 while it trains (advantages sum to zero in a group): the gradient must repeat too
+    if not close(first_norms[STEPS], norm_again[STEPS]):
+        raise StepFailed(f"resume: step {STEPS} grad norm {norm_again[STEPS]:.7f} after resuming, "
+                         f"{first_norms[STEPS]:.7f} before")  # fmt: skip
+    print(
+        f"[rehearsal] resume: step {STEPS} loss {again[STEPS]:.6f} = {first[STEPS]:.6f} and grad norm "
+        f"{norm_again[STEPS]:.6f} = {first_norms[STEPS]:.6f} without the restart"
+    )
     return kept
 
 
