@@ -117,3 +117,28 @@ def test_a_shipped_recipes_path_reads_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert resolve_recipe(TINY) == REPO / TINY
     assert not resolve_recipe("recipes/none.yaml").is_file()
+
+
+@pytest.mark.parametrize(("name", "trainer"), [("tiny-dpo-2k", "dpo"), ("tiny-grpo", "grpo")])
+def test_cp_of_a_dpo_or_grpo_recipe_takes_its_own_entrypoint_and_says_its_command(name, trainer, tmp_path, capsys):
+    """The copy carries recipes/dpo.py or recipes/grpo.py (not sft.py) and prints the trainer's subcommand."""
+    dest = tmp_path / "team"
+    assert cli(["cp", name, str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert (dest / f"recipes/{trainer}.py").is_file() and not (dest / "recipes/sft.py").exists()
+    assert f"{cli_command()} {trainer} " in out and f" recipes/{trainer}.py --config " in out
+
+
+def test_cp_reads_data_files_given_as_one_string(tmp_path):
+    """`data_files: path` (one string, as the recipe parser accepts) is copied, never read letter by letter."""
+    from longctx.catalog.copy import needed_files
+
+    source = tmp_path / "repo"
+    (source / "recipes").mkdir(parents=True)
+    (source / "data").mkdir()
+    (source / "data/chats.jsonl").write_text("{}\n")
+    recipe = source / "recipes/mine.yaml"
+    recipe.write_text("model_name_or_path: nobody/model\ndata_files: data/chats.jsonl\n")
+    (source / "recipes/sft.py").write_text("")
+    _, wanted, _ = needed_files(recipe)
+    assert "data/chats.jsonl" in wanted

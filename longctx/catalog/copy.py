@@ -2,16 +2,16 @@
 
 What a recipe needs besides itself: the accelerate YAML of `accelerate_config`, the DeepSpeed JSON that YAML
 names, the local folders and files of `model_name_or_path`, `model_config_source`, `dataset_name`, `data_files`
-and `chat_template_path`, and the entrypoint `recipes/sft.py` (so `accelerate launch ... recipes/sft.py` runs
-there with the longctx package installed). Each keeps its path relative to the recipe's root, so the copy's
-paths resolve in the destination exactly as here; Hub ids and absolute paths are left as they are.
+and `chat_template_path`, and its trainer's entrypoint (`recipes/sft.py`, `dpo.py` or `grpo.py`, so
+`accelerate launch` runs there with the longctx package installed). Each keeps its path relative to the recipe's
+root, so the copy's paths resolve in the destination exactly as here; Hub ids and absolute paths stay as they are.
 """
 
 import filecmp
 import shutil
 from pathlib import Path
 
-from longctx.config.paths import REPO_ROOT, recipe_root
+from longctx.config.paths import ENTRYPOINTS, REPO_ROOT, recipe_root
 
 LOCAL_KEYS = ("model_name_or_path", "model_config_source", "dataset_name", "chat_template_path")
 
@@ -26,9 +26,15 @@ def needed_files(recipe: Path) -> tuple[Path, list[str], list[str]]:
 
     root = recipe_root(recipe)
     values = yaml.safe_load(recipe.read_text()) or {}
-    wanted = [str(recipe.resolve().relative_to(root)), "recipes/sft.py"]
+    wanted = [
+        str(recipe.resolve().relative_to(root)),
+        ENTRYPOINTS.get(values.get("trainer") or "sft", "recipes/sft.py"),
+    ]
     notes = []
-    named = [values.get(key) for key in LOCAL_KEYS] + list(values.get("data_files") or [])
+    data_files = values.get("data_files") or []  # one string or a list, as the recipe parser reads it
+    named = [values.get(key) for key in LOCAL_KEYS] + (
+        [data_files] if isinstance(data_files, str) else list(data_files)
+    )
     accel = values.get("accelerate_config")
     if isinstance(accel, str):
         named.append(accel)
@@ -84,7 +90,7 @@ def copy_recipe(recipe: Path, dest: Path, force: bool = False) -> tuple[list[str
 
 def _source(root: Path, rel: str) -> Path:
     """The file to copy: the recipe's repository's own, or this repository's entrypoint where it has none."""
-    return root / rel if (root / rel).exists() or rel != "recipes/sft.py" else REPO_ROOT / rel
+    return root / rel if (root / rel).exists() or rel not in ENTRYPOINTS.values() else REPO_ROOT / rel
 
 
 def _differs(src: Path, target: Path) -> bool:

@@ -1,9 +1,9 @@
 """`python -m longctx cp RECIPE DEST [--force]`: copy a recipe and the files it names into another repository.
 
 DEST is that repository's root: the recipe, its accelerate YAML, DeepSpeed JSON, local model, data and chat
-template, and the entrypoint recipes/sft.py land at the same relative paths, so the copy runs there with
-`accelerate launch` (the longctx package installed) or `python -m longctx sft DEST/recipes/...` from any folder.
-The work is longctx/catalog/copy.py.
+template, and its trainer's entrypoint (recipes/sft.py, dpo.py or grpo.py) land at the same relative paths, so
+the copy runs there with `accelerate launch` (the longctx package installed) or `longctx sft|dpo|grpo DEST/...`
+from any folder. The work is longctx/catalog/copy.py.
 """
 
 import argparse
@@ -48,13 +48,15 @@ def run_lines(dest: Path, recipe: str) -> list[str]:
     """How to run the copy there: the CLI from any folder, or accelerate by hand from its root."""
     import yaml
 
-    from longctx.config.paths import cli_command, venv_command
+    from longctx.config.paths import ENTRYPOINTS, cli_command, venv_command
 
-    accel = (yaml.safe_load((dest / recipe).read_text()) or {}).get("accelerate_config")
+    values = yaml.safe_load((dest / recipe).read_text()) or {}
+    trainer = values.get("trainer") or "sft"  # the subcommand and entrypoint of the recipe's trainer
+    accel = values.get("accelerate_config")
     target = shlex.quote(str(dest / recipe))
     accelerate = venv_command("accelerate", "accelerate.commands.accelerate_cli")
     return [
-        f"[cp] run it from any folder: {cli_command()} sft {target}",
+        f"[cp] run it from any folder: {cli_command()} {trainer} {target}",
         f"[cp] or by hand from {dest} (after `{cli_command()} data {target}` when it prepares data):",
-        f"     {accelerate} launch --config_file {accel} recipes/sft.py --config {recipe}",
+        f"     {accelerate} launch --config_file {accel} {ENTRYPOINTS[trainer]} --config {recipe}",
     ]
