@@ -4,14 +4,20 @@ A distinct prompt is prefilled once and its copies decode from the repeated cach
 `model.generate` of each prompt's copies from scratch (the prefill of every copy, as TRL's transformers path
 does). Greedy: the same tokens. Sampling from the same seed: the same draws, so the same tokens, in the order of
 the prompts TRL hands over (copies of one prompt adjacent or not). Under the trainer's document isolation
-(the isolated sdpa registered) too. SP generation (each rank its own prompts, attention local) is checked launched
-in tests/test_grpo_parity.py.
+(the isolated sdpa registered) too. Each family row's model at tiny size as well (longctx/miniature.py): sliding
+windows and sinks (gpt-oss, Gemma 4), linear-attention state (Qwen3.5), all with the miniatures' `use_cache: false`,
+which once made every token after the first be sampled without its predecessors (gpt-oss greedy: 3 of 9 tokens
+not the model's argmax), and Qwen3.5's cache could not be repeated (an AttributeError mid-run). SP generation (each
+rank its own prompts, attention local) is checked launched in tests/test_grpo_parity.py.
 """
+
+import json
 
 import pytest
 import torch
 from transformers import GenerationConfig
 
+from longctx.combinations.axes import FAMILY_VALUES
 from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.rl.generation import cut_at_eos, generate_shared_prefill
 
@@ -19,10 +25,29 @@ EOS = 1
 PROMPTS = [[0, 5, 9, 13, 22, 7, 31], [0, 40, 41], [0, 5, 9, 13, 22, 7, 31], [3], [0, 40, 41], [0, 5, 9, 13, 22, 7, 31]]
 
 
-@pytest.fixture(params=["stock", "isolated"])
+FAMILIES = [name for name, _ in FAMILY_VALUES[1:]]  # beside the Llama below: qwen3, qwen3.5, gpt-oss, gemma4
+
+
+def family_model(name: str):
+    """The family row's first shipped config at tiny size, vocabulary 64, seeded random weights, train mode."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from longctx.config.model.config_json import find_model_config
+    from longctx.miniature import miniature_config
+
+    config = json.loads(find_model_config(dict(FAMILY_VALUES)[name]["model_name_or_path"]).read_text())
+    config = miniature_config(config, 2, 64, {"bos_token_id": 0, "eos_token_id": EOS, "pad_token_id": 2})
+    built = AutoConfig.for_model(config.pop("model_type"), **config)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(built).train()
+
+
+@pytest.fixture(params=["stock", "isolated", *FAMILIES])
 def model(request):
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    if request.param in FAMILIES:
+        return family_model(request.param)
     if request.param == "isolated":
         request.getfixturevalue("isolation")  # tests/conftest.py
     config = LlamaConfig(
@@ -52,7 +77,9 @@ def from_scratch(model, prompts, sample: bool) -> list[list[int]]:
     with torch.no_grad():
         for prompt, where in firsts.items():
             ids = torch.tensor([prompt] * len(where))
-            seqs = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config(sample))
+            seqs = model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config(sample), use_cache=True
+            )
             for i, row in zip(where, seqs[:, len(prompt) :].tolist(), strict=True):
                 out[i] = cut_at_eos(row, [EOS])
     model.train()

@@ -37,6 +37,13 @@ REFUSED_OPTIONS = (
         "remove it (or use vLLM on GPUs: `use_vllm: true`)",
     ),
     (
+        "pad_to_multiple_of",
+        None,
+        "the trainer lays out its own rows from the completions' masks, each group row padded to a multiple of sp "
+        "(longctx/training/rl/layout.py): TRL's padding of the prompt and completion tensors never reaches them",
+        "remove it",
+    ),
+    (
         "cache_implementation",
         None,
         "the shared prefill hands `generate` a dynamic cache holding the prompt once per completion",

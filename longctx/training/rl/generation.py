@@ -14,6 +14,11 @@ Long prompts: each distinct prompt is prefilled once (its last token left for `g
 its copies, and the copies decode together from it, where TRL's transformers path pads G copies and prefills each
 (G x the prompt's prefill compute). The cache itself is still G copies (transformers' caches do not share blocks;
 vLLM's prefix caching on GPUs does). The model is in eval mode while sampling (no dropout: as vLLM samples).
+A cache with a layer that cannot repeat its batch (the linear-attention state of Qwen3.5 / Qwen3-Next:
+transformers' `LinearAttentionLayer` has no `batch_repeat_interleave`) is prefilled with the G copies instead.
+`generate` is told `use_cache=True`: a training config's `use_cache: false` (the miniatures', or one saved after
+gradient checkpointing) would otherwise leave the handed-over cache unextended while `generate` still feeds it one
+new token a step, so every token after the first was sampled without the tokens generated before it.
 """
 
 import torch
@@ -42,12 +47,16 @@ def sample_one_prompt(model, prompt: tuple[int, ...], copies: int, generation_co
     extra = {}
     if len(prompt) > 1:
         cache = DynamicCache(config=model.config)
-        model(input_ids=ids[:, :-1], past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache.batch_repeat_interleave(copies)
+        repeatable = all(hasattr(layer, "batch_repeat_interleave") for layer in cache.layers)
+        prefix = ids[:, :-1] if repeatable else ids[:, :-1].expand(copies, -1)
+        model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        if repeatable:
+            cache.batch_repeat_interleave(copies)
         extra["past_key_values"] = cache
     batch = ids.expand(copies, -1)
     out = model.generate(
-        input_ids=batch, attention_mask=torch.ones_like(batch), generation_config=generation_config, **extra
+        input_ids=batch, attention_mask=torch.ones_like(batch), generation_config=generation_config, use_cache=True,
+        **extra,
     )
     return out[:, len(prompt) :].tolist()
 
