@@ -39,8 +39,10 @@ REFUSED_OPTIONS = (
     (
         "pad_to_multiple_of",
         None,
-        "the trainer lays out its own rows from the completions' masks, each group row padded to a multiple of sp "
-        "(longctx/training/rl/layout.py): TRL's padding of the prompt and completion tensors never reaches them",
+        (
+            "the trainer lays out its own rows from the completions' masks, each group row padded to a multiple of "
+            "sp (longctx/training/rl/layout.py): TRL's padding of the prompt and completion tensors never reaches them"
+        ),
         "remove it",
     ),
     (
