@@ -55,7 +55,10 @@ def sample_one_prompt(model, prompt: tuple[int, ...], copies: int, generation_co
         extra["past_key_values"] = cache
     batch = ids.expand(copies, -1)
     out = model.generate(
-        input_ids=batch, attention_mask=torch.ones_like(batch), generation_config=generation_config, use_cache=True,
+        input_ids=batch,
+        attention_mask=torch.ones_like(batch),
+        generation_config=generation_config,
+        use_cache=True,
         **extra,
     )
     return out[:, len(prompt) :].tolist()
