@@ -91,17 +91,34 @@ def accelerate_yaml(folder: Path, mesh: str) -> str:
     return f"accelerate_configs/cpu-{mesh}.yaml"
 
 
-def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, control: str = "", extra=()) -> Run:
+def model_dir(data: Path, family: str) -> Path:
+    """The tiny Llama the inputs hold, or a family row's model at tiny size (built once, heads for sp <= 2, the tiny
+    Llama's tokenizer: tests/helpers/pairwise.py), seeded random weights."""
+    if not family:
+        return data / "model"
+    from longctx.combinations.axes import FAMILY_VALUES
+    from tests.helpers import pairwise
+
+    folder = data / f"model-{family}"
+    if not folder.is_dir():
+        pairwise.model_folder(folder, dict(FAMILY_VALUES)[family]["model_name_or_path"], 2, 2)
+    return folder
+
+
+def one_run(
+    folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, control: str = "", extra=(), family: str = ""
+) -> Run:
     from safetensors.torch import load_file
 
     from longctx.config.topology import read_topology
 
-    out = folder / f"{mesh}-{'shared' if shared else 'documents'}-{loss_type}-{control or 'real'}-{len(extra)}"
+    name = f"{mesh}-{'shared' if shared else 'documents'}-{loss_type}-{control or 'real'}-{len(extra)}{family}"
+    out = folder / name
     (out / "dump").mkdir(parents=True)
     accel = accelerate_yaml(folder, mesh)
     topo = read_topology(REPO / accel)
     sp = topo.sp_size
-    args = ["--config", RECIPE, "--accelerate_config", accel, "--model_name_or_path", str(data / "model")]
+    args = ["--config", RECIPE, "--accelerate_config", accel, "--model_name_or_path", str(model_dir(data, family))]
     args += ["--model_init", "pretrained"]
     args += ["--dataset_name", str(data), "--output_dir", str(out), "--per_device_train_batch_size", str(G // sp)]
     args += ["--loss_type", loss_type, "--prefix_sharing", str(shared), *extra]
@@ -115,7 +132,8 @@ def one_run(folder: Path, data: Path, mesh: str, shared: bool, loss_type: str, c
     generations = read_generations(out / "dump", topo.world_size)
     state = json.loads((out / "trainer_state.json").read_text())
     evaluations = [row for row in state["log_history"] if "eval_loss" in row]
-    return Run(log_history(out), load_file(weights), generations, evaluations)
+    weights = {k.replace("language_model.", ""): v for k, v in load_file(weights).items()}  # multimodal save names
+    return Run(log_history(out), weights, generations, evaluations)
 
 
 def prepare_prompts(argv: list[str]) -> None:
@@ -137,11 +155,13 @@ def relative(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) for x, y in zip(a, b, strict=True)) / max(abs(y) for y in b)
 
 
-def compare(runs, run: Run, loss_type: str, lora_args: tuple = ()) -> dict:
+def compare(runs, run: Run, loss_type: str, lora_args: tuple = (), family: str = "") -> dict:
     """The worst relative differences of the run against the reference (loss, grad norm) and absolute of weights."""
     assert len(run.generations) == -(-STEPS // ITERATIONS)
-    losses, norms, weights = by_hand(runs.data / "model", run.generations, loss_type, lora_args)
-    start = by_hand(runs.data / "model", run.generations, loss_type, lora_args, steps=0)[2]
+    model = model_dir(runs.data, family)
+    losses, norms, weights = by_hand(model, run.generations, loss_type, lora_args)
+    start = by_hand(model, run.generations, loss_type, lora_args, steps=0)[2]
+    weights, start = ({k.replace("language_model.", ""): v for k, v in w.items()} for w in (weights, start))
     return {
         "loss": relative([row["loss"] for row in run.history], losses),
         "grad_norm": relative([row["grad_norm"] for row in run.history], norms),
@@ -184,6 +204,37 @@ def test_launched_grpo_equals_every_completion_alone(runs, mesh, shared, loss_ty
     run = runs(mesh, shared, loss_type, "", extra)
     result = compare(runs, run, loss_type, extra if extra == LORA else ())
     print(f"{case_id((mesh, shared, loss_type, extra))}: {result}")
+    assert len(run.history) == STEPS
+    assert result["loss"] < 1e-5 and result["grad_norm"] < 1e-5, result
+    assert result["weights"] < 1e-6 < result["moved"], result
+
+
+# Each family row beside the tiny Llama (the combination map's GRPO pairs, longctx/combinations/proofs.py), with the
+# mesh and checkpointing kinds no case above runs: sp=1 with full checkpointing, selective checkpointing at sp=2.
+FULL = ("--gradient_checkpointing", "true")
+SELECTIVE = (*FULL, "--gradient_checkpointing_kwargs", '{"selective": true}')
+FAMILY_CASES = [
+    ("sp1", True, "dapo", FULL, "qwen3"),
+    ("sp2", True, "grpo", SELECTIVE, "qwen3.5"),
+    ("sp2", True, "dapo", (), "gpt-oss"),
+    ("sp2", False, "dapo", (), "gemma4"),
+]
+
+
+def family_case_id(case) -> str:
+    mesh, shared, loss_type, extra, family = case
+    checkpointing = "-selective" if extra == SELECTIVE else "-full" if extra else ""
+    return f"{family}-{mesh}-{'shared' if shared else 'documents'}-{loss_type}{checkpointing}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "mesh, shared, loss_type, extra, family", FAMILY_CASES, ids=[family_case_id(c) for c in FAMILY_CASES]
+)
+def test_each_family_in_grpo_equals_every_completion_alone(runs, mesh, shared, loss_type, extra, family):
+    run = runs(mesh, shared, loss_type, "", extra, family)
+    result = compare(runs, run, loss_type, family=family)
+    print(f"{family_case_id((mesh, shared, loss_type, extra, family))}: {result}")
     assert len(run.history) == STEPS
     assert result["loss"] < 1e-5 and result["grad_norm"] < 1e-5, result
     assert result["weights"] < 1e-6 < result["moved"], result

@@ -9,7 +9,7 @@ A pair is judged on the configuration that holds both values and every other axi
 import itertools
 from dataclasses import dataclass
 
-from longctx.combinations.axes import AXES, choice
+from longctx.combinations.axes import AXES, choice, configuration
 from longctx.combinations.proofs import GAPS, PROOFS, Proof
 from longctx.combinations.verdict import Judge
 
@@ -31,11 +31,23 @@ def value_pairs() -> list[tuple]:
     return [(a, b) for x, y in itertools.combinations(AXES, 2) for a in x.values for b in y.values]
 
 
+def held_values(entry: Proof) -> list[str]:
+    """The value ids a proof's configuration holds: its choice, and each value of an axis its trainer has no key for
+    that writes nothing into it (GRPO's `padding=variable`: `pad_to_multiple_of` unset, as in every GRPO recipe)."""
+    chosen = choice(*entry.values)
+    ids = [v.id for v in chosen.values()]
+    own = configuration(chosen)
+    for axis in AXES:
+        if axis.name not in chosen:
+            ids += [v.id for v in axis.values if configuration(choice(*entry.values, v.id)) == own]
+    return sorted(ids)
+
+
 def covered(proofs: tuple[Proof, ...]) -> dict[frozenset, list[Proof]]:
     """Each pair of value ids -> the proofs whose configuration holds it."""
     found: dict[frozenset, list[Proof]] = {}
     for entry in proofs:
-        ids = sorted(v.id for v in choice(*entry.values).values())
+        ids = held_values(entry)
         for pair in itertools.combinations(ids, 2):
             found.setdefault(frozenset(pair), []).append(entry)
     return found
