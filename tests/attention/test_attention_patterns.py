@@ -75,8 +75,8 @@ def test_every_shipped_architecture_is_proven_with_sdpa(snapshot):
 
 def test_gemma4_is_proven_with_sdpa_and_its_flash_attention_refused():
     """Gemma 4's row (longctx/config/families/gemma4.py) proves both layer types with sdpa
-    (tests/test_gemma4_parity.py): its default config's miniature passes the gate at sp=2; FlashAttention, not proven
-    (and past its head_dim 256 on the global layers), is refused for both."""
+    (tests/parity/test_gemma4_parity.py): its default config's miniature passes the gate at sp=2; FlashAttention, not
+    proven (and past its head_dim 256 on the global layers), is refused for both."""
     config = miniature(Gemma4Config)
     assert set(effective_layer_types(config)) == {"sliding_attention", "full_attention"}
     assert pattern_problems(config, 2, "sdpa", "recipe.yaml", "the-model") == []

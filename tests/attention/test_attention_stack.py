@@ -14,7 +14,7 @@ from collections import defaultdict
 import pytest
 
 from tests.helpers import REPO
-from tests.test_patches import dotted
+from tests.launch.test_patches import dotted
 
 INSTALL = r"""
 import json, sys
@@ -77,7 +77,7 @@ def replacement_sites() -> dict[str, set[str]]:
     """{replaced upstream attribute (as the code spells it): the functions that assign it} over our code."""
     import ast
 
-    from tests.test_patches import _is_function
+    from tests.launch.test_patches import _is_function
 
     sites: dict[str, set[str]] = defaultdict(set)
     ours = [p for folder in ("longctx", "data_prep", "recipes", "scripts") for p in (REPO / folder).rglob("*.py")]

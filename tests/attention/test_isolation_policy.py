@@ -70,7 +70,8 @@ def test_check_recipe_refuses_packing_with_eager():
 
 @pytest.mark.usefixtures("restored_attention_registries")
 def test_sliding_window_models_are_isolated_under_sdpa():
-    """Sliding-window layers apply their window per document (tests/test_sinks_attention.py), so sdpa installs."""
+    """Sliding-window layers apply their window per document (tests/attention/test_sinks_attention.py), so sdpa
+    installs."""
     sliding = SimpleNamespace(layer_types=["full_attention", "sliding_attention"])
     full = SimpleNamespace(layer_types=["full_attention"], sliding_window=4096)
     assert sliding_window_layers(sliding) and not sliding_window_layers(full)

@@ -93,8 +93,9 @@ def test_qwen35_sp_linear_layers_isolated_and_stock_differs(tmp_path, sp):
     assert any(f.startswith(f"stock unpacked sp={sp} vs unpacked sp=1: loss") for f in report["stock_parity"])
 
 
+# 4 processes; the ring's isolation in the default tier: tests/sequence_parallel/test_ring_attention.py, training
 @pytest.mark.distributed
-@pytest.mark.slow  # 4 processes; the ring's isolation in the default tier: tests/test_ring_attention.py, training
+@pytest.mark.slow
 @pytest.mark.parametrize("ring", [2, 4])
 def test_hybrid_ring_isolated_stock_leaks_and_parity(tmp_path, ring, capsys):
     """`make probe FLAGS="--sp 4 --ring R"`: hybrid Ulysses x ring SP (longctx/training/sequence_parallel/) keeps
@@ -110,8 +111,9 @@ def test_hybrid_ring_isolated_stock_leaks_and_parity(tmp_path, ring, capsys):
 GEMMA4 = "tests/recipes/gemma4-parity.yaml"  # the miniature Gemma 4: 16-token windows, global layers twice as wide
 
 
+# Gemma 4's parity gate holds the default tier's one sp=2 launch (tests/parity/test_gemma4_parity.py)
 @pytest.mark.distributed
-@pytest.mark.slow  # Gemma 4's parity gate holds the default tier's one sp=2 launch (tests/test_gemma4_parity.py)
+@pytest.mark.slow
 def test_gemma4_probe_at_sp2(tmp_path):
     """Each layer split by its own heads, the sliding window applied per document: no document sees another, and
     packed loss and gradients equal sp=1's and the documents one by one. With isolation off the documents leak."""

@@ -70,7 +70,7 @@ def test_cu_seqlens_by_hand():
 def test_varlen_dispatch_matches_the_per_document_path(reference_kernel, window):
     """Same packed batch through the varlen dispatch and through the CPU fallback: same output and gradients.
     With a window, the fallback is longctx/training/attention/kernels.py's window blocks and the kernel gets
-    `window_size=(window - 1, 0)`; tests/test_sinks_attention.py holds both to a dense windowed reference."""
+    `window_size=(window - 1, 0)`; tests/attention/test_sinks_attention.py holds both to a dense windowed reference."""
     pos = torch.stack([torch.cat([torch.arange(n) for n in row]) for row in ([20, 5, 39], [64])])
     pos[1, 40:] += 7  # a position jump: a second document in row 2
     g = torch.Generator().manual_seed(0)

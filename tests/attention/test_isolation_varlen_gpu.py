@@ -1,6 +1,6 @@
 """The real varlen kernel on a GPU: a packed bf16 row through training/isolation.py equals each document run alone.
 
-tests/test_isolation_varlen.py checks everything around the kernel with a CPU reference of its contract; this
+tests/attention/test_isolation_varlen.py checks everything around the kernel with a CPU reference of its contract; this
 runs torch's own `varlen_attn` (CUDA, bf16), which no CPU machine can. The model is a small Llama with the
 GPU recipes' attention layout (GQA, head_dim 64); the row packs documents of uneven lengths, one of them
 shorter than isolation.GROUP_TOKENS. Each document's logits must match the same document alone through stock

@@ -1,6 +1,6 @@
 """Gated DeltaNet layers kept exact in one process: each packed document computed as if alone, unpacked rows as stock.
 
-In-process, sp=1 (the multi-process proof is tests/test_qwen35_parity.py and the probe): the convolution and the
+In-process, sp=1 (the multi-process proof is tests/parity/test_qwen35_parity.py and the probe): the convolution and the
 recurrence restarted at every document against transformers' own kernels on each document alone; whole models of
 the three families this repository converts (Qwen3.5, Qwen3.5-MoE, Qwen3-Next) against stock transformers, packed
 and unpacked, with the stock model's cross-document leak as the negative control; and the refusals (a linear-attention

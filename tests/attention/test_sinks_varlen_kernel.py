@@ -5,8 +5,8 @@ backward), which exist only once `torch.nn.attention.varlen` is imported and who
 version. Their only kernels are CUDA ones, so here tests/helpers/cpu_varlen.py registers CPU kernels for the real
 ops (FlashAttention's masking rule, arguments read by the schema's names) and `VarlenKernel` runs through the
 dispatcher exactly as on a GPU: outputs and the gradients of q, k, v and the sinks must equal transformers'
-eager gpt-oss attention (tests/test_sinks_attention.py's reference), for packed rows, windows and GQA, with the
-installed torch's op (2.13: `enable_gqa` 11th) and with ops declaring torch 2.11's signature (no grouped-query
+eager gpt-oss attention (tests/attention/test_sinks_attention.py's reference), for packed rows, windows and GQA, with
+the installed torch's op (2.13: `enable_gqa` 11th) and with ops declaring torch 2.11's signature (no grouped-query
 flag: K/V repeated for the call, their gradients folded back) and a later one (KV-cache arguments 11th). Before,
 nothing on this path imported the module (`AttributeError: '_OpNamespace' 'torch_attn' object has no attribute
 '_varlen_attn'`, checked in a fresh process below) and the call passed `enable_gqa` positionally 11th, which
@@ -22,9 +22,17 @@ import torch
 from longctx.training.attention import kernels
 from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.attention.kernels import CpuKernel, SinkAttention, VarlenKernel, VarlenOps
+from tests.attention.test_sinks_attention import (
+    LAYOUTS,
+    SCALE,
+    WINDOWS,
+    assert_same_with_grads,
+    eager,
+    inputs,
+    positions,
+)
 from tests.helpers import cpu_varlen
 from tests.helpers.launch import REPO
-from tests.test_sinks_attention import LAYOUTS, SCALE, WINDOWS, assert_same_with_grads, eager, inputs, positions
 
 # The argument lists of torch_attn::_varlen_attn in other torch releases (the backward's is the same in all three)
 FORWARD_SCHEMAS = {

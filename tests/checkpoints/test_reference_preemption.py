@@ -21,7 +21,8 @@ from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.preference import prepare, recipe_argv, write_pairs
 
 # two launches: `slow` (the default tier's budget); the default tier keeps the partial file's round trip
-# (tests/test_preference_reference.py) and the training-step preemption chain (tests/test_faults_launch.py)
+# (tests/preference/test_preference_reference.py) and the training-step preemption chain
+# (tests/faults/test_faults_launch.py)
 pytestmark = [pytest.mark.distributed, pytest.mark.faults, pytest.mark.slow]
 ACCEL = "accelerate_configs/cpu-sp2.yaml"
 PROBE = "tests/helpers/reference_preempt_probe.py"

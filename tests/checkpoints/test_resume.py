@@ -19,8 +19,8 @@ from tests.helpers.launch import assert_ok, log_history
 from tests.helpers.resume_runs import FAKE_TOKEN, fingerprints, launch_resume, losses
 
 # slow (make test-all), for the 10-minute default tier; in it: the preempt / crash-mid-save / resume chain
-# (tests/test_faults_launch.py: resumed losses, data order and weights; the killed rank named) and a token-carrying
-# `make sft` with a checkpoint (tests/test_sft_e2e.py)
+# (tests/faults/test_faults_launch.py: resumed losses, data order and weights; the killed rank named) and a
+# token-carrying `make sft` with a checkpoint (tests/user/test_sft_e2e.py)
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 KILL_STEP = 5
@@ -98,7 +98,7 @@ def test_checkpoint_records_its_topology(runs):
         "dp_shard": 1,
         "recipe": "tests/recipes/resume.yaml",
         "seed": 11,
-        "rows_per_step": 1,  # a resume on another dp must keep it (tests/test_universal.py)
+        "rows_per_step": 1,  # a resume on another dp must keep it (tests/checkpoints/test_universal.py)
         "batch": "per_device_train_batch_size 1 x gradient_accumulation_steps 1 x dp 1",
         "schedule_horizon": 6,
     }

@@ -21,11 +21,11 @@ import pytest
 from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers.launch import REPO, accelerate_launch, assert_ok, log_history
 
-# slow (make test-all), for the 10-minute default tier; in it: mid-epoch resume in tests/test_faults_launch.py
+# slow (make test-all), for the 10-minute default tier; in it: mid-epoch resume in tests/faults/test_faults_launch.py
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 PROBE = "tests/helpers/resume_probe.py"
-HAYSTACK = Path(__file__).resolve().parents[1] / "recipes/assets/tiny-haystack/train.jsonl"
+HAYSTACK = REPO / "recipes/assets/tiny-haystack/train.jsonl"
 
 # name: (accelerate config, rows, gradient accumulation, optimizer steps per epoch)
 MESHES = {
@@ -109,11 +109,13 @@ def test_resumed_steps_equal_the_uninterrupted_run(mesh_runs, which):
         assert probe[rank] == {s: fps for s, fps in steps.items() if s > start}, f"rank {rank}: other batches"
 
 
-@pytest.mark.slow  # universal resume on another mesh stays in the default tier: tests/test_universal.py
+@pytest.mark.slow  # universal resume on another mesh stays in the default tier: tests/checkpoints/test_universal.py
 def test_second_epoch_checkpoint_resumes_at_sp1_through_the_universal_format(mesh_runs):
     runs, per_epoch = mesh_runs
     if runs["name"] != "sp2":
-        pytest.skip("the topology change is tested from the sp=2 run (tests/test_universal.py has the others)")
+        pytest.skip(
+            "the topology change is tested from the sp=2 run (tests/checkpoints/test_universal.py has the others)"
+        )
     root, start, sp1 = runs["root"], per_epoch + 1, "accelerate_configs/cpu-sp1.yaml"
     checkpoint = root / "full" / f"checkpoint-{start}"
     resume = ["--config", "tests/recipes/resume.yaml", "--resume_from_checkpoint", str(checkpoint)]

@@ -9,7 +9,7 @@ Default tier: sp=2 x dp=2 -> sp=2 (dp 2 -> 1). The saved run trains 2 rows per o
 recipe's accumulation 1 a step would train 1, so the resume is refused naming `--gradient_accumulation_steps 2`
 (the rows per step recorded in topology.json, longctx/config/checkpoints.py), and the resume with it trains the
 same rows at every step. Slow: sp=2 -> sp=1 (the default tier converts a second-epoch sp=2 checkpoint and
-resumes it at sp=1 in tests/test_resume_epochs.py) and sp=4 -> sp=2.
+resumes it at sp=1 in tests/checkpoints/test_resume_epochs.py) and sp=4 -> sp=2.
 """
 
 import json

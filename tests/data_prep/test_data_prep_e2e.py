@@ -10,8 +10,8 @@ import pytest
 from tests.helpers.launch import log_history
 from tests.helpers.make import run_make
 
-# slow: make sft on prepared data also runs in tests/test_sft_e2e.py and packed sp=2 training in
-# tests/test_isolation_training.py; this end-to-end pairing runs in make test-all
+# slow: make sft on prepared data also runs in tests/user/test_sft_e2e.py and packed sp=2 training in
+# tests/attention/test_isolation_training.py; this end-to-end pairing runs in make test-all
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 

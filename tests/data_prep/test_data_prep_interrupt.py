@@ -19,7 +19,7 @@ from data_prep.output.writer import is_complete
 from tests.helpers import REPO
 
 # every test reads the interrupted child prep's leftovers; slow (make test-all), for the 10-minute default tier; in
-# it: tests/test_data_prep_pipeline.py interrupts a write in process
+# it: tests/data_prep/test_data_prep_pipeline.py interrupts a write in process
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 WORDS = ("the", "river", "crosses", "a", "long", "road", "while", "seven", "blue", "foxes", "find", "harbour", "door")

@@ -3,7 +3,8 @@ every TRL data key honoured or refused by name, and the bad-row threshold that n
 
 In-process through data_prep's own entry (`python -m data_prep` is `data_prep.__main__.main`) on the tiny recipe's
 tokenizer, with a handful of rows; the CLI as typed (`python -m longctx data RECIPE --input FILE` from another
-folder) is one subprocess test, and training on mapped data through `make sft` is in tests/test_own_data_sft.py.
+folder) is one subprocess test, and training on mapped data through `make sft` is in
+tests/data_prep/test_own_data_sft.py.
 """
 
 import json

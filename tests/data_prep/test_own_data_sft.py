@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.data_prep.test_own_data import sharegpt
 from tests.helpers.launch import log_history
 from tests.helpers.make import run_make
-from tests.test_own_data import sharegpt
 
 pytestmark = pytest.mark.distributed
 
@@ -31,14 +31,15 @@ def trained(tmp_path, proc, fmt: str) -> None:
     assert len(log_history(tmp_path / "out")) == 1
 
 
-@pytest.mark.slow  # the default tier prepares the same file in-process (tests/test_own_data.py)
+@pytest.mark.slow  # the default tier prepares the same file in-process (tests/data_prep/test_own_data.py)
 def test_a_sharegpt_jsonl_trains_through_make_sft(tmp_path):
     data = tmp_path / "chats.jsonl"
     data.write_text("".join(json.dumps(sharegpt(i)) + "\n" for i in range(8)))
     trained(tmp_path, make_sft(tmp_path, f"--data_files {data}"), "messages")
 
 
-@pytest.mark.slow  # the default tier runs the same file through data_prep in-process (tests/test_own_data.py)
+# the default tier runs the same file through data_prep in-process (tests/data_prep/test_own_data.py)
+@pytest.mark.slow
 def test_a_file_with_30_percent_malformed_rows_stops_before_the_launch_naming_the_report(tmp_path):
     data = tmp_path / "bad.jsonl"
     data.write_text("".join(json.dumps(sharegpt(i)) + "\n" if i % 10 >= 3 else "{oops\n" for i in range(20)))

@@ -6,7 +6,6 @@ test here makes the Hub and `load_dataset_builder` unreachable on the training s
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from data_prep.__main__ import main as data_prep_main
 from longctx.config.prepared_manifest import find_prepared, manifest_path, prep_settings, write_manifest
 from longctx.config.recipe import RecipeError, parse_recipe, recipe_topology
 from longctx.training.data.load_prepared import prepared_dir
+from tests.helpers import REPO
 
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 
@@ -97,5 +97,5 @@ def test_missing_dataset_folder_is_a_mismatch(prepared, tmp_path):
 
 
 def _tiny_rows() -> str:
-    source = Path(__file__).resolve().parent.parent / "recipes" / "assets" / "tiny-haystack" / "train.jsonl"
+    source = REPO / "recipes" / "assets" / "tiny-haystack" / "train.jsonl"
     return "\n".join(source.read_text().splitlines()[:8]) + "\n"

@@ -69,7 +69,7 @@ def test_make_eval_at_sp2_dp2_with_an_odd_grid_scores_every_example_once_and_sho
     (longctx.training.retrieval.scoring.dp_share) the short group stops while ZeRO-3 still gathers on the other:
     measured on gloo, the launch aborts (SIGABRT after a read error in ZeRO-3's parameter fetch); NCCL hangs
     (bounded here by the timeout). Every example's score equals sp=1 without DeepSpeed. The run carries a fake
-    Hub token in ARGS and HF_TOKEN (see tests/test_secrets.py): results.json records the overrides, and must not
+    Hub token in ARGS and HF_TOKEN (see tests/launch/test_secrets.py): results.json records the overrides, and must not
     record the token."""
     checkpoint, out = tiny_checkpoint(tmp_path / "model"), tmp_path / "out"
     flags = f"--lengths 256 384 512 --depths 0 0.5 1 --samples 1 --tasks passkey --out {out}"

@@ -131,7 +131,8 @@ def test_eval_scores_every_held_out_label_token_once(runs):
     assert abs(history[1]["eval_loss"] - history[0]["eval_loss"]) > 1e-3  # the second eval sees the trained step
 
 
-@pytest.mark.slow  # the default tier's retrieval slice: tests/test_copy_out.py's team run is without it; unit tests
+# the default tier's retrieval slice: tests/user/test_copy_out.py's team run is without it; unit tests
+@pytest.mark.slow
 def test_retrieval_slice_at_sp2_dp2_with_an_odd_count_equals_sp1(tmp_path):
     """The slice (longctx/training/retrieval/callback.py) with 5 examples on 2 SP groups: one group runs 3
     forwards, the other 2 plus a padding repeat whose sums are dropped. Without the padding

@@ -1,5 +1,5 @@
 """The fault handling's parts, each held to its behaviour without starting a process (docs/reliability.md); the real
-launches are tests/test_faults_launch.py.
+launches are tests/faults/test_faults_launch.py.
 
 - `resume_from_checkpoint: auto`: the latest complete checkpoint, or a fresh start; a folder without the completion
   mark is never chosen;
@@ -276,7 +276,7 @@ def test_skip_goes_on_only_where_the_optimizer_discarded_the_update(tmp_path):
 
 
 def test_a_save_without_space_says_so_and_names_the_intact_checkpoint(tmp_path):
-    """ENOSPC injected at the write (tests/test_faults_launch.py fills a real tmpfs where it may mount one)."""
+    """ENOSPC injected at the write (tests/faults/test_faults_launch.py fills a real tmpfs where it may mount one)."""
     previous = checkpoint(tmp_path, 1)
     folder = tmp_path / "checkpoint-2"
     with pytest.raises(CheckpointSaveError) as failed, explained_save_failures(folder, str(tmp_path)):

@@ -5,7 +5,7 @@ A distinct prompt is prefilled once and its copies decode from the repeated cach
 does). Greedy: the same tokens. Sampling from the same seed: the same draws, so the same tokens, in the order of
 the prompts TRL hands over (copies of one prompt adjacent or not). Under the trainer's document isolation
 (the isolated sdpa registered) too. SP generation (each rank its own prompts, attention local) is checked launched
-in tests/test_grpo_parity.py.
+in tests/parity/test_grpo_parity.py.
 """
 
 import pytest

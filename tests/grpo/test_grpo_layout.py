@@ -6,7 +6,7 @@ at a sampling temperature, and the trainer's scorer (longctx/training/rl/log_pro
 (prompts left-padded, completions right-padded). The reference runs each sequence alone through plain transformers
 and takes log-softmax(logits / T) at each completion token. Values and gradients must agree; without the
 shared-prefix layout (plain isolation) the branches lose their prompt, and without isolation the completions see
-each other: both are caught here. SP is proven by the launched parity tests (tests/test_grpo_parity.py).
+each other: both are caught here. SP is proven by the launched parity tests (tests/parity/test_grpo_parity.py).
 """
 
 import contextlib

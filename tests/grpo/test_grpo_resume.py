@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.test_grpo_parity import RECIPE, prepare_prompts, write_inputs
+from tests.parity.test_grpo_parity import RECIPE, prepare_prompts, write_inputs
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 ACCEL = "accelerate_configs/cpu-sp2.yaml"

@@ -1,6 +1,7 @@
 """What a resumed GRPO process rebuilds without a checkpoint entry (longctx/training/rl/resume.py): the prompt order
 of pass e and the micro-step counter. The launched proof (a resumed step equal to the uninterrupted one) is
-tests/test_grpo_resume.py (slow); these pin the two pieces against TRL's own sampler and transformers' own count."""
+tests/grpo/test_grpo_resume.py (slow); these pin the two pieces against TRL's own sampler and transformers' own
+count."""
 
 import pytest
 from trl.trainer.utils import RepeatSampler

@@ -45,8 +45,8 @@ def test_a_file_path_relative_to_the_root(tmp_path, monkeypatch):
         ("OpenAssistant/reward-model-deberta-v3-large-v2", "names a reward model: reward models are not supported"),
         ("missing.py:fn", "no file"),
         ("longctx.training.rl.rewards.passkey:CLOSING", "not callable"),
-        ("tests.test_grpo_rewards:no_kwargs", "takes no **kwargs, but TRL passes it prompts, completion_ids"),
-        ("tests.test_grpo_rewards:RewardClass", "is a class"),
+        ("tests.grpo.test_grpo_rewards:no_kwargs", "takes no **kwargs, but TRL passes it prompts, completion_ids"),
+        ("tests.grpo.test_grpo_rewards:RewardClass", "is a class"),
     ],
 )
 def test_unusable_paths_are_refused_naming_the_key_and_fix(path, says):

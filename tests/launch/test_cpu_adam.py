@@ -4,7 +4,7 @@ The op is C++ compiled by torch's JIT loader on first use (g++, ninja, the Pytho
 real run would otherwise be the first place it ever compiles. The build is cached in TORCH_EXTENSIONS_DIR
 (tests/helpers: `.cache/torch-extensions` of the checkout), so the tier pays for it once: the first run of this
 test on a checkout builds it, every later test and rehearsal launch loads it (the rehearsal of the offload
-recipes, tests/test_rehearsal.py, then trains with it). Cost: see benchmarks/README.md.
+recipes, tests/preflight/test_rehearsal.py, then trains with it). Cost: see benchmarks/README.md.
 """
 
 import pytest

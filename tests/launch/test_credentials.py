@@ -27,7 +27,7 @@ def test_redact_argv_masks_token_flags_and_token_shaped_values():
 @pytest.mark.subprocess
 def test_launch_line_never_prints_the_token():
     """The command line moves the token into HF_TOKEN before the launch line exists; the line a tool builds itself
-    with a token on it is masked (tests/test_secrets.py runs every make target with one)."""
+    with a token on it is masked (tests/launch/test_secrets.py runs every make target with one)."""
     argv = [sys.executable, "-m", "longctx", "sft", "tiny-2k", "--dry-run", "--", "--hub_token", TOKEN, "--seed", "1"]
     proc = subprocess.run(argv, cwd=REPO, check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -6,7 +6,7 @@ function, reached only when a recipe key is on, as the in-training retrieval cal
 `longctx.evaluation`) breaks a copied recipe. The imports are read from the code's syntax tree, every `import`
 and `from ... import` at any depth and `importlib.import_module("...")` with a literal name; the tools are every
 other subpackage of `longctx` (found on disk, so a new tool is covered without editing this test) and `data_prep`.
-tests/test_copy_out.py runs the copy.
+tests/user/test_copy_out.py runs the copy.
 """
 
 import ast

@@ -4,11 +4,11 @@ overrides shows up in no output and no file the run leaves.
 Each target runs once, as a user types it (`make TARGET RECIPE=.. ARGS="--hub_token hf_..."`, HF_TOKEN set too,
 no `make -s`), which runs `python -m longctx TARGET`. The cheap targets run here: validate, plan, data, probe.
 The three that train, evaluate or rehearse carry the token in the runs their own tests already make, so no
-launch is added for it: `make sft` in tests/test_sft_e2e.py (output, training_args.bin, trainer_state.json, a
-checkpoint), `make eval` in tests/test_eval_cli.py (output, results.json) and `make rehearse` (slow: make test-all) in
-tests/test_rehearsal.py (output and the rehearsal's folder: derived recipe, data, checkpoints, model).
-The mechanisms have unit tests in tests/test_credentials.py; this module only runs targets and reads what they
-leave, so it runs unchanged against the code before them (where make echoed ARGS, token included).
+launch is added for it: `make sft` in tests/user/test_sft_e2e.py (output, training_args.bin, trainer_state.json, a
+checkpoint), `make eval` in tests/eval/test_eval_cli.py (output, results.json) and `make rehearse` (slow: make
+test-all) in tests/preflight/test_rehearsal.py (output and the rehearsal's folder: derived recipe, data, checkpoints,
+model). The mechanisms have unit tests in tests/launch/test_credentials.py; this module only runs targets and reads
+what they leave, so it runs unchanged against the code before them (where make echoed ARGS, token included).
 """
 
 import re

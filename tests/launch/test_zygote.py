@@ -104,7 +104,7 @@ def test_a_different_import_time_environment_runs_the_real_interpreter(zygote):
 
 @pytest.mark.subprocess
 def test_a_pythonpath_with_startup_code_or_a_shadowing_package_runs_the_real_interpreter(zygote, tmp_path):
-    """A fresh interpreter runs sitecustomize.py (tests/test_copy_out.py removes the editable hook that way) and
+    """A fresh interpreter runs sitecustomize.py (tests/user/test_copy_out.py removes the editable hook that way) and
     imports a PYTHONPATH package before the installed one; a fork would do neither."""
     folder, client = zygote
     (tmp_path / "startup").mkdir()

@@ -3,7 +3,7 @@
 The same recipe's policy, frozen reference and eval copy get the same fixes: on the Qwen3.5 miniature, its Gated
 DeltaNet layers converted (per-document recurrence) and the document layout installed, and the model marked; a
 model that missed it is refused by name before it runs. The launches that show what a missed fix costs are
-tests/test_dpo_frozen_reference.py (step-1 rewards -0.00128 at sp=1 before the reference was prepared).
+tests/preference/test_dpo_frozen_reference.py (step-1 rewards -0.00128 at sp=1 before the reference was prepared).
 """
 
 from types import SimpleNamespace

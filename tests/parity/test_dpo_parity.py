@@ -17,7 +17,7 @@ import pytest
 from tests.helpers.preference import eval_rows, prepare, train, write_pairs
 from tests.helpers.run_cache import run_cache
 
-# slow (make test-all), for the 10-minute default tier; in it: tests/test_dpo_reference.py (sp=2 against
+# slow (make test-all), for the 10-minute default tier; in it: tests/preference/test_dpo_reference.py (sp=2 against
 # a DPO loss written by hand over each sequence alone)
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 

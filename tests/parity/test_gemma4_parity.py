@@ -9,12 +9,12 @@ over gloo) on tests/helpers/moe_rows.py's rows: packed and one-document rows who
 and every shard edge. At sp=2 the sliding layers' KV heads split (one a rank) while the global layer's one KV head
 is replicated; at sp=4 both replicate, so each layer type is split by its own heads
 (longctx/training/sequence_parallel/per_layer_ulysses.py). Per-step loss, grad norm and the trained weights must equal
-sp=1's at the parity gate's tolerances (tests/test_sp_parity.py).
+sp=1's at the parity gate's tolerances (tests/parity/test_sp_parity.py).
 
 Negative controls: the window carried only by the 4D mask, as stock transformers carries it
 (tests/helpers/stock_gemma4_windows.py), must fail the gate at sp=2; and DeepSpeed's own registration, without the
 per-layer head split, must refuse to start (`slow`, as the sp=4 run). The leak probe on this miniature is
-tests/test_isolation_probe.py's `test_gemma4_probe_at_sp2`.
+tests/attention/test_isolation_probe.py's `test_gemma4_probe_at_sp2`.
 """
 
 import math
@@ -24,10 +24,10 @@ import pytest
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.moe_rows import write_rows
 from tests.helpers.run_cache import run_cache
-from tests.test_sp_parity import mismatches
+from tests.parity.test_sp_parity import mismatches
 
 # slow (make test-all), for the 10-minute default tier; in it: windows inside documents under SP (gpt-oss's gate,
-# the same kernels) and the per-layer head fit in process (tests/test_gemma4_shapes.py)
+# the same kernels) and the per-layer head fit in process (tests/models/test_gemma4_shapes.py)
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 RECIPE = "tests/recipes/gemma4-parity.yaml"

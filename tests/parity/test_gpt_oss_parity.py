@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers.moe_rows import write_rows
 from tests.helpers.run_cache import run_cache
-from tests.test_sp_parity import mismatches
+from tests.parity.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
 

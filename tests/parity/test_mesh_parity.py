@@ -1,6 +1,6 @@
 """SP with data parallelism and with gradient accumulation computes what the same step computes without SP.
 
-The parity gate's rows and recipe (tests/test_sp_parity.py, tests/recipes/parity.yaml: fp32, SGD, label
+The parity gate's rows and recipe (tests/parity/test_sp_parity.py, tests/recipes/parity.yaml: fp32, SGD, label
 tokens on completions only) on meshes with more than one sequence per optimizer step. Every run trains on
 the same 4 rows per step (2 per micro-batch), so all must agree with sp=1 x dp=2 to the gate's tolerances:
 - sp=2 x dp=2 (4 processes; gloo all-to-all in SP subgroups, the dp-consistent data order, the SP loss
@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.launch import accelerate_launch, accelerate_launch_machines, assert_ok, log_history
 from tests.helpers.run_cache import run_cache
-from tests.test_sp_parity import STEPS, mismatches, write_rows
+from tests.parity.test_sp_parity import STEPS, mismatches, write_rows
 
 pytestmark = pytest.mark.distributed
 
@@ -70,7 +70,7 @@ SLOW = pytest.mark.slow
     "name",
     [
         "sp2-dp2-shard",
-        # accumulation under SP in the default tier: tests/test_isolation_training.py (the ring of two, 2 per step)
+        # accumulation under SP in the default tier: tests/attention/test_isolation_training.py (ring of 2, 2 per step)
         pytest.param("2-machines-sp-across", marks=SLOW),  # also the accumulation case: sp=2 with accumulation 2
         pytest.param("sp2-ga2", marks=SLOW),  # the same on one machine
         pytest.param("sp2-dp2-replicate", marks=SLOW),

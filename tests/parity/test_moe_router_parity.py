@@ -10,17 +10,17 @@ over the SP group. The gate compares per-step loss, grad norm, the logged aux lo
 SGD steps with sp=1; the negative control runs sp=2 with each rank's own shard aux (the stock behaviour) and
 must fail the gate. `slow` (make test-all): ZeRO-2 (which divides the summed gradients by dp, not sp x dp: the aux
 term's gradient must follow, longctx/training/sequence_parallel/group_sum.py) at sp=2 and at sp=2 x dp=2, and
-ZeRO-3 at sp=2 x dp=2; their cheap default-tier guard is tests/test_router_aux_zero.py (two gloo ranks).
+ZeRO-3 at sp=2 x dp=2; their cheap default-tier guard is tests/parity/test_router_aux_zero.py (two gloo ranks).
 """
 
 import pytest
 
 from tests.helpers.run_cache import run_cache
 from tests.helpers.zero_configs import zero_variant
-from tests.test_sp_parity import mismatches, train, write_rows
+from tests.parity.test_sp_parity import mismatches, train, write_rows
 
 # slow (make test-all), for the 10-minute default tier; in it: gpt-oss's gate (router aux on) and
-# tests/test_router_aux_zero.py
+# tests/parity/test_router_aux_zero.py
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 STEPS = 3

@@ -5,10 +5,10 @@ and compared with two full-batch SGD steps of plain transformers over every docu
 (tests/helpers/pairwise.py). Together the configurations hold every accepted pair of the values they reach, so a
 bug where two of them meet fails the configuration that holds both, named by its label.
 
-Tolerances are the parity gates' (tests/test_sp_parity.py, tests/test_dpo_parity.py): losses and grad norms within
-1e-5 relative, trained weights within 1e-6. Each test also checks its own gate against a control computed the same
-way with an SP bug (SFT: each document cut at its middle, each half alone, as a rank attending to its own shard
-only; DPO: a rejected answer cut off its prompt, issue 39's ring): the run must be far from it.
+Tolerances are the parity gates' (tests/parity/test_sp_parity.py, tests/parity/test_dpo_parity.py): losses and grad
+norms within 1e-5 relative, trained weights within 1e-6. Each test also checks its own gate against a control computed
+the same way with an SP bug (SFT: each document cut at its middle, each half alone, as a rank attending to its own
+shard only; DPO: a rejected answer cut off its prompt, issue 39's ring): the run must be far from it.
 """
 
 import json

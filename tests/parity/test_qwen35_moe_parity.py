@@ -5,16 +5,16 @@ a MoE block of 8 experts, top-2, and a shared expert; 4 linear key / 8 linear va
 random fp32 weights) trains 4 SGD steps through the real stack (`accelerate launch` of recipes/sft.py, DeepSpeed
 ZeRO-3, Ulysses over gloo) with `router_aux_loss_coef: 0.5` (tests/recipes/qwen35-moe-parity.yaml), on the Qwen3.5
 gate's rows: packed rows whose document boundaries fall on both sides of every shard edge and one-document rows
-(tests/test_qwen35_parity.py). Two things SP would change are both in play: the Gated DeltaNet recurrence and
+(tests/parity/test_qwen35_parity.py). Two things SP would change are both in play: the Gated DeltaNet recurrence and
 convolution along the sequence (longctx/training/layers/linear_attention.py makes them exact) and the router's
 load-balancing loss, a product of two means over the whole micro-batch (longctx/training/layers/router_aux.py sums
 the SP group's router statistics). Per-step loss, grad norm, the logged aux loss and the trained weights must equal
-sp=1's at the tolerances of tests/test_sp_parity.py and tests/test_moe_router_parity.py. Negative controls (`slow`):
-transformers' own Gated DeltaNet under SP (tests/helpers/stock_linear_attention.py) and each rank's own shard aux
-(tests/helpers/shard_router_aux.py) must each fail the gate. In the default tier: sp=1 and sp=2, and in-process that
-the family's router is the one the exact aux loss records and that the probe and the rehearsal build the snapshot in
-miniature (the stock Gated DeltaNet's leak in-process is in tests/test_linear_attention_sp.py); the leak probe on
-this recipe at sp=1 and 2 is `slow`.
+sp=1's at the tolerances of tests/parity/test_sp_parity.py and tests/parity/test_moe_router_parity.py. Negative
+controls (`slow`): transformers' own Gated DeltaNet under SP (tests/helpers/stock_linear_attention.py) and each rank's
+own shard aux (tests/helpers/shard_router_aux.py) must each fail the gate. In the default tier: sp=1 and sp=2, and
+in-process that the family's router is the one the exact aux loss records and that the probe and the rehearsal build
+the snapshot in miniature (the stock Gated DeltaNet's leak in-process is in
+tests/attention/test_linear_attention_sp.py); the leak probe on this recipe at sp=1 and 2 is `slow`.
 """
 
 import json
@@ -27,9 +27,9 @@ from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.training.layers.router_aux import recorded_router_logits, router_class, router_sums
 from tests.helpers.run_cache import run_cache
-from tests.test_moe_router_parity import aux_mismatches
-from tests.test_qwen35_parity import write_rows
-from tests.test_sp_parity import mismatches, train
+from tests.parity.test_moe_router_parity import aux_mismatches
+from tests.parity.test_qwen35_parity import write_rows
+from tests.parity.test_sp_parity import mismatches, train
 
 RECIPE = "tests/recipes/qwen35-moe-parity.yaml"
 MODEL = "tests/recipes/models/tiny-qwen3.5-moe"
@@ -82,7 +82,7 @@ def test_the_probe_and_the_rehearsal_build_the_snapshot_in_miniature():
 
 
 # slow (make test-all): in the default tier the Gated DeltaNet layers are checked by the probe's parity
-# (tests/test_isolation_probe.py) and the exact aux loss by gpt-oss's gate and the unit tests above
+# (tests/attention/test_isolation_probe.py) and the exact aux loss by gpt-oss's gate and the unit tests above
 @pytest.mark.distributed
 @pytest.mark.slow
 @pytest.mark.parametrize("sp", [2, 4])

@@ -6,10 +6,10 @@ stack (`accelerate launch` of recipes/sft.py, DeepSpeed ZeRO-3, Ulysses over glo
 rows whose document boundaries fall on both sides of every shard edge (one-token documents, a boundary exactly on
 the sp=2 edge) and one-document rows, two of each per step on average. At sp=4 each rank runs one linear key head
 (two value heads) over the whole sequence and one replicated KV head. Per-step loss, grad norm and the trained
-weights must equal sp=1's at the parity gate's tolerances (tests/test_sp_parity.py). The negative control runs the
-same launch with the Gated DeltaNet fix switched off past accelerate's refusal
+weights must equal sp=1's at the parity gate's tolerances (tests/parity/test_sp_parity.py). The negative control runs
+the same launch with the Gated DeltaNet fix switched off past accelerate's refusal
 (tests/helpers/stock_linear_attention.py): the gate must fail on it. The leak probe on the same miniature is in
-tests/test_isolation_probe.py.
+tests/attention/test_isolation_probe.py.
 """
 
 import itertools
@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.run_cache import run_cache
-from tests.test_sp_parity import mismatches
+from tests.parity.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
 
@@ -75,7 +75,7 @@ def test_rows_are_packed_and_unpacked_and_cross_shard_edges():
 
 
 # slow (make test-all): the default tier's Gated DeltaNet check is the probe's parity on this miniature
-# (tests/test_isolation_probe.py)
+# (tests/attention/test_isolation_probe.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("sp", [2, 4])
 def test_qwen35_sp_matches_sp1(runs, sp):
@@ -127,7 +127,7 @@ def test_gate_catches_the_stock_linear_attention_at_sp2(runs):
 def test_eval_runs_on_the_qwen35_miniature_at_sp2(tmp_path):
     """`make eval` on a Qwen3.5 model: the eval worker converts the Gated DeltaNet layers as training does (else
     accelerate refuses the model under Ulysses) and scores the retrieval grid on the sp=2 mesh."""
-    from tests.test_eval_cli import run_offline
+    from tests.eval.test_eval_cli import run_offline
 
     flags = ["--lengths", "256", "--depths", "0.5", "--samples", "1", "--tasks", "passkey", "--out", str(tmp_path)]
     proc = run_offline([sys.executable, "-m", "longctx", "eval", RECIPE, *flags])

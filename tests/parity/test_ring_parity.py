@@ -4,8 +4,8 @@ The real stack: `accelerate launch` with the accelerate YAMLs `cpu-sp2-u1r2`, `c
 DeepSpeed ZeRO-3 over gloo, `recipes/sft.py`. The packed fixture (tests/helpers/packed_parity.py: two rows of
 documents of 37-100 tokens, padded to 256) trains with gradient accumulation (2 micro-batches of one row a step);
 the reference is the same documents one per row at sp=1, also accumulated over 2 micro-batches. The tolerances
-are the parity gate's (tests/test_sp_parity.py). Shard edges fall inside documents at every sp (64 or 128 tokens a
-shard), so the ring must carry a document's earlier keys across chunks and no other document's.
+are the parity gate's (tests/parity/test_sp_parity.py). Shard edges fall inside documents at every sp (64 or 128 tokens
+a shard), so the ring must carry a document's earlier keys across chunks and no other document's.
 
 Negative controls (tests/helpers/ring_controls.py), which the gate must catch: the ring's log-sum-exp merge
 replaced by a plain average, and a ring that lets a chunk's first document attend to every earlier key.
@@ -16,7 +16,7 @@ import pytest
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.packed_parity import write_packed, write_separate
 from tests.helpers.run_cache import run_cache
-from tests.test_sp_parity import mismatches
+from tests.parity.test_sp_parity import mismatches
 
 ACCUMULATE = ("--gradient_accumulation_steps", "2")
 SIX_HEADS = ("--model_config_overrides", '{"hidden_size": 96, "num_attention_heads": 6, "head_dim": 16}')
@@ -47,15 +47,15 @@ runs = run_cache("ring", lambda data: None, one_run)  # runs(kind, mesh[, script
 
 
 # Every launch here has 4 processes or repeats the default tier's guard, so all are `slow` (make test-all). The
-# default tier keeps U=1 x R=2 with accumulation through the real launch (tests/test_isolation_training.py) and the
-# ring's math, balance and both controls without processes (tests/test_ring_attention.py).
+# default tier keeps U=1 x R=2 with accumulation through the real launch (tests/attention/test_isolation_training.py)
+# and the ring's math, balance and both controls without processes (tests/sequence_parallel/test_ring_attention.py).
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(
     ("mesh", "balance"),
     [("sp2-u1r2", "auto"), ("sp4-u2r2", "auto"), ("sp4-u2r2", "on"), ("sp4-u1r4", "auto"), ("sp4-u1r4", "on")],
-)  # U=1 x R=2 with the balance on is the default tier's guard (tests/test_isolation_training.py)
+)  # U=1 x R=2 with the balance on is the default tier's guard (tests/attention/test_isolation_training.py)
 def test_hybrid_trains_like_documents_one_by_one(runs, mesh, balance):
     """`auto` (the default: no swap on these short documents) through recipes/sft.py itself, `on` (every ring
     rank swaps its second half with its mirror) through tests/helpers/ring_controls.py."""

@@ -6,7 +6,7 @@ over the ranks and divided as DeepSpeed 0.19.8 divides them (dp under ZeRO-2, sp
 the gradient of transformers' own `load_balancing_loss_func` on the whole rows at sp=1. Before the fix the
 probability sums always went through the differentiable all-gather, which ZeRO-3's division takes back but
 ZeRO-2's does not: measured here, grad norm 2.000x sp=1's under ZeRO-2 (the worker's third case keeps that code
-path and must differ). The real training stack under ZeRO-2 (and sp x dp) is tests/test_moe_router_parity.py's
+path and must differ). The real training stack under ZeRO-2 (and sp x dp) is tests/parity/test_moe_router_parity.py's
 `slow` cases.
 """
 

@@ -58,7 +58,7 @@ def train(
     mesh: str | None = None,
 ) -> tuple[list[dict], dict, str]:
     """One launch of `recipe` at `accel` (default accelerate_configs/cpu-{mesh}.yaml, mesh default sp{sp}): its
-    per-step logs, trained weights and stdout (tests/test_moe_router_parity.py reuses it with its own recipe and
+    per-step logs, trained weights and stdout (tests/parity/test_moe_router_parity.py reuses it with its own recipe and
     meshes)."""
     mesh = mesh or f"sp{sp}"
     accel = accel or f"accelerate_configs/cpu-{mesh}.yaml"
@@ -157,7 +157,7 @@ def test_zero2_matches_sp1(runs):
 VARIABLE = ("--pad_to_multiple_of", "2")
 
 
-@pytest.mark.slow  # default tier: gloo's uneven all-gather itself, tests/test_gloo_uneven_gather.py
+@pytest.mark.slow  # default tier: gloo's uneven all-gather itself, tests/sequence_parallel/test_gloo_uneven_gather.py
 def test_variable_length_sp_run_equals_the_padded_run(runs):
     """Rows padded to a multiple of sp only, as the GPU recipes run: SP-group members load rows of different lengths,
     which DeepSpeed's SP loader gathers (on gloo through longctx/training/sequence_parallel/gloo_uneven_gather.py) and
@@ -175,7 +175,7 @@ ALST_ON = ("--tiled_mlp", "true", "--activation_checkpoint_offload", "true")
 ALST_ON += ("--gradient_checkpointing_kwargs", SELECTIVE)
 
 
-@pytest.mark.slow  # default tier: TiledMLP and checkpoint offload against the plain model, tests/test_alst.py
+@pytest.mark.slow  # default tier: TiledMLP and checkpoint offload against the plain model, tests/training/test_alst.py
 def test_alst_features_match_plain_sp2(runs):
     """TiledMLP + checkpoint offload (longctx/training/memory/alst.py) + selective checkpointing at sp=2 compute what
     sp=2 with full checkpointing and neither feature computes."""

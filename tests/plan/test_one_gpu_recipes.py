@@ -4,7 +4,8 @@
   ZeRO-3 partial optimizer offload (`offload_optimizer.ratio: 0.75`) is what brings the host under its RAM.
 - `llama3.1-8b/sft-256k-1gpu-h100`: one 80 GB GPU with 256 GiB of host RAM; the whole optimizer and every
   checkpointed layer input on the host.
-recipes/README.md's cells for them are the plan on their node (as tests/test_catalog.py holds the others at 80 GB).
+recipes/README.md's cells for them are the plan on their node (as tests/plan/test_catalog.py holds the others
+at 80 GB).
 """
 
 import json

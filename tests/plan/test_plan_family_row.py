@@ -2,8 +2,8 @@
 
 Qwen3.5's output gate (its q_proj is twice the query width) is a family fact (longctx/config/families/): the memory
 plan (longctx/memory_plan/arch.py) and the MFU count (longctx/training/metrics/flops.py) take it from the row, through
-config/model/linear_layers.py `gated_attention`, so a row changed is a plan changed (tests/test_families.py holds that
-no
+config/model/linear_layers.py `gated_attention`, so a row changed is a plan changed (tests/models/test_families.py
+holds that no
 module outside the registry spells a model type).
 """
 

@@ -6,14 +6,14 @@ copy under ZeRO-3, run every step); with LoRA, `precomputed` (the pass runs the 
 equals `adapter_disabled` (the base run every step). A run stopped at step 2 and resumed reads its stored table
 instead of recomputing it (whose weights would no longer be the reference's) and ends where the uninterrupted run
 ends. The default tier keeps the guard behind all of them: step 1's loss is ln 2 exactly (reference = policy) in
-tests/test_dpo_parity.py and tests/test_dpo_reference.py.
+tests/parity/test_dpo_parity.py and tests/preference/test_dpo_reference.py.
 """
 
 import pytest
 
 from tests.helpers.preference import train, write_pairs
-from tests.test_dpo_parity import mismatches
-from tests.test_dpo_reference import starting_model
+from tests.parity.test_dpo_parity import mismatches
+from tests.preference.test_dpo_reference import starting_model
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 ACCEL = "accelerate_configs/cpu-sp2.yaml"

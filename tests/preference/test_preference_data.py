@@ -118,7 +118,8 @@ def report(folder) -> dict:
 @pytest.mark.parametrize("policy, kept, truncated", [("drop", 1, 0), ("truncate", 2, 1)])
 def test_over_length_pairs_are_counted_never_silent(tmp_path, policy, kept, truncated):
     long = {**TEXT, "prompt": " ".join(["filler words here"] * 30) + TEXT["prompt"]}
-    # max_dropped_fraction 1: the counts are the subject here; the threshold's refusal is tests/test_user_data.py's
+    # max_dropped_fraction 1: the counts are the subject here; the threshold's refusal is
+    # tests/user/test_user_data.py's
     cfg = config(tmp_path, write(tmp_path, [TEXT, long]), policy=policy, max_dropped_fraction=1.0)
     folder, _ = prepare_dataset(cfg, log=lambda _: None)
     rep = report(folder)

@@ -77,9 +77,9 @@ def test_make_dpo_launches_the_dpo_entrypoint(capsys):
 
 
 def test_prefix_sharing_on_the_cuda_ring_is_refused_and_on_the_cpu_ring_passes():
-    """The CPU ring computes a branch's prompt exactly (tests/test_ring_prefix.py); ring-flash-attn on GPUs cannot:
-    refused by name with the fix, before launch. Without a ring, and without prefix sharing, the GPU mesh is not
-    refused for it."""
+    """The CPU ring computes a branch's prompt exactly (tests/sequence_parallel/test_ring_prefix.py); ring-flash-attn
+    on GPUs cannot: refused by name with the fix, before launch. Without a ring, and without prefix sharing, the GPU
+    mesh is not refused for it."""
     gpu_ring = ("--accelerate_config", "accelerate_configs/2x8-sp16-u8r2.yaml", "--use_cpu", "false")
     refused = problems(*gpu_ring, "--prefix_sharing", "true")
     assert "`prefix_sharing`: is on with a ring (parallelism_config_sp_ring_size: 2) on GPUs" in refused

@@ -2,8 +2,8 @@
 
 Each full rehearsal is `slow` (`make test-all`); `make test` runs the fast tests of how a recipe is miniaturised. The
 multi-node one (sp=8 x dp=2) rehearses at sp=2 x dp=2 and steps with DeepSpeed's CPU Adam, as its JSON says (built
-once per checkout, tests/test_cpu_adam.py). The fast tests check that the miniature changes only what a CPU cannot
-run, and keeps what decides which code runs.
+once per checkout, tests/launch/test_cpu_adam.py). The fast tests check that the miniature changes only what a CPU
+cannot run, and keeps what decides which code runs.
 """
 
 import json
@@ -44,7 +44,7 @@ MAY_CHANGE = set(SET_FOR_CPU) | {
 
 def rehearse(name: str, tmp_path: Path, overrides: str = "") -> subprocess.CompletedProcess:
     """`make rehearse` as a user types it, carrying a fake Hub token in ARGS (then `overrides`) and HF_TOKEN
-    (tests/test_secrets.py).
+    (tests/launch/test_secrets.py).
 
     A bare environment, not this process's: the system PATH, so the launch must put the venv's bin (ninja) first
     itself."""

@@ -1,8 +1,8 @@
 """Every ZeRO configuration trains SP right or is refused (longctx/config/rules/zero.py,
 longctx/training/sequence_parallel/loss_weighting.py).
 
-The training side is proven in tests/test_sp_parity.py (ZeRO-2 at sp=2 equals sp=1, ZeRO-3 at sp=2 and 4 too). Here:
-the entrypoint refuses ZeRO-3 with `reduce_scatter: false` before any model exists (a real launch), the run-time
+The training side is proven in tests/parity/test_sp_parity.py (ZeRO-2 at sp=2 equals sp=1, ZeRO-3 at sp=2 and 4 too).
+Here: the entrypoint refuses ZeRO-3 with `reduce_scatter: false` before any model exists (a real launch), the run-time
 check refuses a config that reached DeepSpeed some other way, and the memory plan plans only what can run.
 """
 
@@ -20,7 +20,7 @@ from longctx.memory_plan.inputs import PlanInputs
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
 from tests.helpers.launch import accelerate_launch
 from tests.helpers.zero_configs import zero_variant
-from tests.test_preflight_corpus import write_launch
+from tests.preflight.test_preflight_corpus import write_launch
 
 NO_REDUCE_SCATTER = {"stage": 3, "reduce_scatter": False}
 

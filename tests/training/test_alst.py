@@ -2,7 +2,7 @@
 
 In-process tests compare loss and every gradient of the tiny Llama with each feature on and off; a
 two-process gloo test checks the ZeRO-3 deadlock guard (every rank runs the same number of tiles); the
-distributed test in tests/test_sp_parity.py trains through the real launch (accelerate, DeepSpeed ZeRO-3,
+distributed test in tests/parity/test_sp_parity.py trains through the real launch (accelerate, DeepSpeed ZeRO-3,
 Ulysses sp=2) with both features on against the gate's sp=2 run with both off (one launch more).
 """
 

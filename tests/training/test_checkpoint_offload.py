@@ -1,6 +1,6 @@
 """Checkpoint offload without waste (longctx/training/memory/checkpoint_offload.py): an exact-size host pool, reused.
 
-Same loss and gradients as without offload is tests/test_alst.py's; here: the pool holds exactly the bytes of
+Same loss and gradients as without offload is tests/training/test_alst.py's; here: the pool holds exactly the bytes of
 the layer inputs (no power-of-two rounding), and a second step allocates nothing. The GPU test runs the
 transfer stream, the prefetch and real pinned (`cudaHostRegister`) memory.
 """

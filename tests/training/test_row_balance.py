@@ -1,8 +1,8 @@
 """Rows balanced by work (longctx/training/data/balance.py), without a launch: the same rows every step, whatever the
 mesh with the same rows per step; a deterministic order that follows the base sampler's epochs; document lengths
 read from position_ids as the metrics read them; row work in the step-time plan's own terms; and the modeled
-imbalance falling on long-tailed packed rows (data_prep's own packer). tests/test_row_balance_launch.py trains with
-it through the real launch.
+imbalance falling on long-tailed packed rows (data_prep's own packer). tests/training/test_row_balance_launch.py trains
+with it through the real launch.
 """
 
 import numpy as np

@@ -6,7 +6,7 @@ calls SFTTrainer and the Trainer make (`enable_selective_activation_checkpointin
 `activation_checkpointing_enable`) on the tiny Llama in-process, at sp=1: the mechanism (which ops are kept, which
 recomputed) is the same at any sp, since Ulysses' all-to-alls sit outside the attention op and are recomputed as
 under full checkpointing. The real launch at sp=2 (accelerate, DeepSpeed ZeRO-3, Ulysses over gloo) rides on the
-parity gate's ALST run (tests/test_sp_parity.py: TiledMLP + checkpoint offload + selective against plain sp=2).
+parity gate's ALST run (tests/parity/test_sp_parity.py: TiledMLP + checkpoint offload + selective against plain sp=2).
 """
 
 from types import SimpleNamespace

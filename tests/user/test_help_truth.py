@@ -101,7 +101,7 @@ def test_a_recipe_header_names_the_attention_backend_the_recipe_sets(path):
 
 def test_the_gpu_node_doc_opens_with_a_first_hour_checklist_and_names_no_machine_of_ours():
     """Before: lab notes with this project's machine paths (/work/...) and no first-hour checklist for a node; the
-    checklist's commands are held to the code by tests/test_docs.py like every documented command."""
+    checklist's commands are held to the code by tests/user/test_docs.py like every documented command."""
     text = (REPO / "docs/gpu-node.md").read_text()
     assert "## The first hour on an 8-GPU node" in text.split("## Install on the node", 1)[0]
     checklist = text.split("## The first hour on an 8-GPU node", 1)[1].split("\n## ")[0]

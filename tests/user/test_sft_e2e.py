@@ -1,6 +1,6 @@
 """`make sft` end to end: the default recipe through the exact launch path a user types.
 
-The run carries a fake Hub token in ARGS and in HF_TOKEN (tests/test_secrets.py lists every target that does):
+The run carries a fake Hub token in ARGS and in HF_TOKEN (tests/launch/test_secrets.py lists every target that does):
 it must show up nowhere in the output, the saved arguments, the trainer state or the checkpoint.
 """
 
@@ -78,7 +78,7 @@ def test_metrics_print_once_and_no_warning_nobody_can_act_on(make_sft):
 
 def test_readmes_sample_lines_are_the_runs(make_sft):
     """The README's sample output, line by line where it does not depend on the run's ARGS (the launch line, the
-    losses and the paths do; tests/test_readme_output.py holds the whole block to a plain `make sft`)."""
+    losses and the paths do; tests/user/test_readme_output.py holds the whole block to a plain `make sft`)."""
     from tests.helpers.readme_output import readme_sample
 
     log, _ = make_sft
@@ -90,8 +90,8 @@ def test_export_of_its_zero3_checkpoint_loads_with_plain_transformers_and_gives_
     make_sft, tmp_path, capsys
 ):
     """`python -m longctx export` of checkpoint-12 (the ZeRO-3 partitions of both ranks; in-process, its command
-    line runs in tests/test_export.py) against the model the run itself saved at the same step, gathered from the
-    live engine: the same logits under plain transformers."""
+    line runs in tests/checkpoints/test_export.py) against the model the run itself saved at the same step, gathered
+    from the live engine: the same logits under plain transformers."""
     import torch
     from transformers import AutoModelForCausalLM
 

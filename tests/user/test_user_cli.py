@@ -1,6 +1,6 @@
 """The small frictions of issue 42's point 9, each through the command line a user types (the CLI's `main`,
 in-process: no process started). The catalog's short-names table and its memory figures are
-tests/test_catalog.py's; the did-you-mean for a misspelled column is tests/test_user_data.py's."""
+tests/plan/test_catalog.py's; the did-you-mean for a misspelled column is tests/user/test_user_data.py's."""
 
 import pytest
 

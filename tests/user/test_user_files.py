@@ -14,8 +14,8 @@ import yaml
 from longctx.catalog.copy import copy_recipe
 from longctx.config.paths import cli_command, resolve_recipe
 from longctx.config.recipe import parse_recipe
+from tests.data_prep.test_own_data import sharegpt
 from tests.helpers import OFFLINE
-from tests.test_own_data import sharegpt
 
 TINY = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 

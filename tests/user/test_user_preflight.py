@@ -3,7 +3,7 @@ the preflight `make sft` runs before any process starts.
 
 Before: `report_to: wandb` without wandb installed passed preflight and ended every rank in a traceback a minute in
 (followed by advice about the OOM killer); `push_to_hub: true` with no token ended in a connection traceback at
-trainer setup. The pair counts after the holdout and the drops are data_prep's (tests/test_user_data.py).
+trainer setup. The pair counts after the holdout and the drops are data_prep's (tests/user/test_user_data.py).
 """
 
 from longctx.commands.validate import main as validate
