@@ -181,7 +181,7 @@ test-unit: $(STAMP) $(TINY_MODEL)/SOURCE.json
 test-all: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest -m "" $(PYTEST_ARGS)
 
-# docs/combinations.md and longctx/combinations/pairwise.json from the combination map (tests/test_combinations.py).
+# docs/combinations.md and longctx/combinations/pairwise.json from the combination map (tests/parity/test_combinations.py).
 combinations: $(STAMP)
 	$(PY) -m longctx.combinations
 

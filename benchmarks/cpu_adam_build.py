@@ -3,7 +3,7 @@
     python benchmarks/cpu_adam_build.py [--cold]
 
 The offload recipes step with DeepSpeed's CPU Adam, a C++ op torch's JIT loader compiles on first use
-(tests/test_cpu_adam.py and the offload recipe's rehearsal run it). `--cold` builds it in a fresh temporary
+(tests/launch/test_cpu_adam.py and the offload recipe's rehearsal run it). `--cold` builds it in a fresh temporary
 TORCH_EXTENSIONS_DIR (what the first tier run on a checkout pays); without it, it loads from the tier's cache
 (`.cache/torch-extensions`, tests/helpers), building it there if it is not yet. Prints the wall time, the CPU
 time of the compiler processes (user + system; wall time depends on the machine's load, CPU time much less) and

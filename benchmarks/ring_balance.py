@@ -3,7 +3,7 @@
 Usage:
     python benchmarks/ring_balance.py [llama8b-2m]    # Llama-3.1-8B, 2M tokens, U=8 x R=4 (4 x 8 GPUs), CPU timing
     python benchmarks/ring_balance.py qwen3.5-27b-256k  # Qwen3.5-27B, 256K tokens, U=8 x R=2 (2 x 8 GPUs)
-    python benchmarks/ring_balance.py --tiny          # a small case in seconds (tests/test_ring_balance.py runs it)
+    python benchmarks/ring_balance.py --tiny          # seconds (tests/sequence_parallel/test_ring_balance.py runs it)
 
 The two cases are the meshes of llama3.1-8b/sft-2m-4x8-u8r4 and qwen3.5-27b/sft-256k-2x8-u8r2; every setting of a
 case can be overridden with its flag.

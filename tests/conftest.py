@@ -18,8 +18,8 @@ from tests.helpers import OFFLINE, REPO, TORCH_EXTENSIONS_DIR
 from tests.helpers.zygote import wait_ready, write_client
 
 os.environ.update(OFFLINE, TORCH_EXTENSIONS_DIR=TORCH_EXTENSIONS_DIR)
-# The tests' own JIT loads (tests/test_cpu_adam.py) run the same ninja as every launch (the venv's, first on PATH:
-# longctx/config/paths.py): a system ninja 1.11 on a folder that the venv's 1.13 last built rebuilt it (minutes).
+# The tests' own JIT loads (tests/launch/test_cpu_adam.py) run the same ninja as every launch (the venv's, first on
+# PATH: longctx/config/paths.py): a system ninja 1.11 on a folder that the venv's 1.13 last built rebuilt it (minutes).
 os.environ["PATH"] = launch_path()
 
 PROCESS_MARKERS = ("subprocess", "distributed", "slow", "gpu")
@@ -91,8 +91,8 @@ def warm_ranks(request):
 @pytest.fixture(scope="session")
 def uninterrupted_resume_run(tmp_path_factory):
     """tests/recipes/resume.yaml trained 6 steps at sp=2 without a fault (given a fake `--hub_token` that must appear
-    nowhere): the reference that tests/test_resume.py and tests/test_faults_launch.py compare resumed runs with, run
-    once per session."""
+    nowhere): the reference that tests/checkpoints/test_resume.py and tests/faults/test_faults_launch.py compare
+    resumed runs with, run once per session."""
     from tests.helpers.launch import assert_ok
     from tests.helpers.resume_runs import FAKE_TOKEN, launch_resume
 

@@ -6,7 +6,7 @@ Usage:
     python -m data_prep.assets.tiny_assets --check    # exit 1 if the committed files differ from a rebuild
 
 The files are committed so that `make sft` needs no network and no build step; this module is how they
-were made, and `tests/test_tiny_assets.py` proves a rebuild reproduces them byte for byte.
+were made, and `tests/models/test_tiny_assets.py` proves a rebuild reproduces them byte for byte.
 """
 
 import argparse

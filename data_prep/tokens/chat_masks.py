@@ -15,7 +15,7 @@ The result is `apply_chat_template(..., return_assistant_tokens_mask=True)`'s ma
 (`char_to_token` of the span's first and last character, which for a character split over several tokens
 is the token holding its first byte; a last token of 0 runs to the end). A document the NFC normalizer
 would change goes to the offsets path, and so does a batch whose byte totals disagree with its text (a
-case the rules above missed). tests/test_data_prep_tokenize.py checks both paths against transformers.
+case the rules above missed). tests/data_prep/test_data_prep_tokenize.py checks both paths against transformers.
 """
 
 import json

@@ -7,7 +7,7 @@ thread reads batch k+1 and packs batch k-1; a pool of Python worker processes wo
 and every id list across processes for no gain.
 
 The ids are those of `tokenizer(texts)` / `apply_chat_template(..., return_assistant_tokens_mask=True)`
-(tests/test_data_prep_tokenize.py checks it): BOS from the tokenizer's own post-processor, EOS appended
+(tests/data_prep/test_data_prep_tokenize.py checks it): BOS from the tokenizer's own post-processor, EOS appended
 to `text` documents and completions so the model learns where a document ends, chats as their template
 renders them. Assistant masks come from the ids for byte-level BPEs (data_prep/tokens/chat_masks.py) and from
 character offsets otherwise.

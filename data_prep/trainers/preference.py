@@ -8,7 +8,8 @@ column is left out. That is the UltraFeedback-binarized shape (`prompt` a string
 that repeat the user turn); Anthropic HH's (`chosen`/`rejected` strings holding the whole dialogue) is the implicit
 one. Tokenization is TRL's `DPOTrainer._prepare_dataset`: text answers get EOS appended, the prompt and prompt +
 answer are tokenized whole, and the answer starts where the two token lists diverge
-(`common_prefix_length`), so only answer tokens are trained (tests/test_preference_data.py compares with TRL).
+(`common_prefix_length`), so only answer tokens are trained (tests/preference/test_preference_data.py compares
+with TRL).
 
 A pair becomes documents of one row, which the trainer's per-sequence log-probs need together:
 - unshared: `prompt + chosen` and `prompt + rejected`, each a document (position_ids restart at 0);

@@ -2,8 +2,8 @@
 runs reach, and the statuses with both the declared proofs and the pairwise configurations as proofs.
 
 `make combinations` writes what this returns to docs/combinations.md and PAIRWISE_JSON (the configurations
-tests/test_pairwise.py runs, read there at collection so that collecting costs nothing); tests/test_combinations.py
-regenerates both and fails when either differs from the committed file.
+tests/parity/test_pairwise.py runs, read there at collection so that collecting costs nothing);
+tests/parity/test_combinations.py regenerates both and fails when either differs from the committed file.
 """
 
 import json
@@ -15,9 +15,9 @@ from longctx.combinations.table import Pair, combination_map
 from longctx.combinations.verdict import Judge
 
 PAIRWISE_JSON = "longctx/combinations/pairwise.json"
-PAIRWISE_TEST = "tests/test_pairwise.py::test_trains_like_each_sequence_alone"
-# what the pairwise runs (tests/test_pairwise.py) train: SFT and DPO against references written out here; GRPO's
-# reference needs its generations replayed (tests/test_grpo_parity.py), so its pairs are proven there or listed
+PAIRWISE_TEST = "tests/parity/test_pairwise.py::test_trains_like_each_sequence_alone"
+# what the pairwise runs (tests/parity/test_pairwise.py) train: SFT and DPO against references written out here; GRPO's
+# reference needs its generations replayed (tests/parity/test_grpo_parity.py), so its pairs are proven there or listed
 PAIRWISE_VALUES = frozenset(v for v, value in VALUES.items() if value.cpu and v != "trainer=grpo")
 
 
@@ -34,5 +34,5 @@ def build(judge: Judge | None = None) -> tuple[list[Pair], list[list[str]]]:
 
 
 def pairwise_text(rows: list[list[str]]) -> str:
-    """The configurations as tests/test_pairwise.py reads them: a label and its `axis=value` ids each."""
+    """The configurations as tests/parity/test_pairwise.py reads them: a label and its `axis=value` ids each."""
     return json.dumps([{"label": label(choice(*row)), "values": row} for row in rows], indent=1) + "\n"

@@ -1,10 +1,11 @@
 """Which test proves which combination: each entry is one configuration a test trains (one value per axis, the
 trainer's bases where it names none) and the pytest node ids that check it against a reference.
 
-A pair of values is proven by an entry whose configuration holds both. The pairwise runs (tests/test_pairwise.py,
-one configuration of the covering array each) are entries too, added by `pairwise_proofs`. Every node id here must
-exist in the test suite and every configuration must pass the real checks (tests/test_combinations.py checks both).
-Write an entry only for what the test really runs: its recipe, its mesh, its DeepSpeed JSON, its data.
+A pair of values is proven by an entry whose configuration holds both. The pairwise runs
+(tests/parity/test_pairwise.py, one configuration of the covering array each) are entries too, added by
+`pairwise_proofs`. Every node id here must exist in the test suite and every configuration must pass the real checks
+(tests/parity/test_combinations.py checks both). Write an entry only for what the test really runs: its recipe, its
+mesh, its DeepSpeed JSON, its data.
 """
 
 from dataclasses import dataclass
@@ -21,9 +22,9 @@ def proof(nodes, *values: str, gpu: bool = False) -> Proof:
     return Proof(tuple(nodes) if isinstance(nodes, (list, tuple)) else (nodes,), values, gpu)
 
 
-SP = "tests/test_sp_parity.py::"
-DPO = "tests/test_dpo_parity.py::"
-GRPO = "tests/test_grpo_parity.py::test_launched_grpo_equals_every_completion_alone"
+SP = "tests/parity/test_sp_parity.py::"
+DPO = "tests/parity/test_dpo_parity.py::"
+GRPO = "tests/parity/test_grpo_parity.py::test_launched_grpo_equals_every_completion_alone"
 ALST = ("checkpointing=offload", "memory=tiled_mlp")  # gradient checkpointing, checkpoint offload, TiledMLP
 SFT_PARITY = ("trainer=sft", "data=trl")  # tests/recipes/parity.yaml: prompt/completion rows, TRL tokenizes
 
@@ -48,8 +49,8 @@ PROOFS: tuple[Proof, ...] = (
 )
 
 # Values whose accepted pairs nothing above or in the pairwise runs proves yet, each with why: the map shows their
-# pairs as unproven with this reason, and tests/test_combinations.py fails on any other unproven pair.
+# pairs as unproven with this reason, and tests/parity/test_combinations.py fails on any other unproven pair.
 GAPS = {
     "trainer=grpo": "the pairwise runs train SFT and DPO only (a GRPO run's reference replays its generations, "
-    "tests/test_grpo_parity.py); its other pairs are proven only where a GRPO parity case runs them",
+    "tests/parity/test_grpo_parity.py); its other pairs are proven only where a GRPO parity case runs them",
 }

@@ -3,7 +3,7 @@ DeepSpeed JSON, in one folder.
 
 Why files: the verdict on a configuration must be the one `python -m longctx validate` prints and the entrypoint
 enforces, so it goes through the same loader (longctx/preflight/load.py), which reads files. The pairwise runs
-(tests/test_pairwise.py) launch the same files.
+(tests/parity/test_pairwise.py) launch the same files.
 """
 
 import hashlib

@@ -28,12 +28,13 @@ from longctx.preflight.checks.toolchain import uses_cpu_adam
 
 LOSS_RTOL = 1e-4  # the resume's repeat of a step (fp32)
 # sp=1 against SP, every step's loss and grad norm: the parity gates' tolerance (fp32; SP reorders sums, measured
-# agreement ~1e-7 relative in tests/test_sp_parity.py, and up to 1e-6 in grad norm on the rehearsal's miniatures)
+# agreement ~1e-7 relative in tests/parity/test_sp_parity.py, and up to 1e-6 in grad norm on the
+# rehearsal's miniatures)
 SP_RTOL = 1e-5
 # GRPO samples its completions on each rank for that rank's prompts, so one process draws other samples than sp ranks
 # do and the two runs train on different data; exactness under SP is proven on replayed completions instead
 GRPO_NOT_COMPARED = (
-    "GRPO samples completions per rank, so sp=1 would train on other samples; tests/test_grpo_parity.py proves "
+    "GRPO samples completions per rank, so sp=1 would train on other samples; tests/parity/test_grpo_parity.py proves "
     "GRPO under SP equal to every completion alone on replayed completions"
 )
 

@@ -22,12 +22,12 @@ planned total with the published peak; an OOM point must not fit. One symmetric 
 
 Constants: every constant the CPU can measure comes from measurement and none is fitted to these points:
 transformers' layer and loss, sdpa, Liger's layer kernels (their Triton launches made no-ops, the buffers being
-allocated in Python) and DeepSpeed's Ulysses all-to-all over gloo (tests/test_memory_terms.py). The one GPU-only
+allocated in Python) and DeepSpeed's Ulysses all-to-all over gloo (tests/plan/test_memory_terms.py). The one GPU-only
 constant, FLASH_ATTENTION_COPIES (2.0), was chosen from the points NOT marked `held_out`; the held-out points never
 entered that choice. Reached (this module's output, December 2026): 10 of 12 calibration points within 15%, and two
 that the plan over-promises, ALST's 8 x H100 plain HF 32K (1.23: its full-logits head is the CPU-measured 12 bytes
 a vocabulary entry, no constant of ours moves it) and Liger+TiledMLP sp=8 1.2M (1.24); held out, 7 of 8 within
-15%, and ALST's 1 x H100 500K at 1.22. KNOWN_OVER_PROMISE records those three; tests/test_preflight_memory.py
+15%, and ALST's 1 x H100 500K at 1.22. KNOWN_OVER_PROMISE records those three; tests/plan/test_preflight_memory.py
 fails if any grows. ALST's published maxima come from a coarse search (32K, 160K, 1.1M, ...), so part of the gap
 may be the search's step. Preflight refuses only above `refuse_factor()` times the GPU (the largest plan/GPU of
 any published configuration at its published length: 1.16), so no published configuration is refused.

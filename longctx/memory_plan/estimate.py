@@ -2,7 +2,7 @@
 
 The stack: TRL 1.16's SFTTrainer (its fused LM head always: full logits never exist), DeepSpeed ZeRO with
 Ulysses SP, FlashAttention or the isolated sdpa, gradient checkpointing, the ALST switches. Each term is
-one function in longctx/memory_plan/terms.py with the source of its formula; `tests/test_memory_terms.py`
+one function in longctx/memory_plan/terms.py with the source of its formula; `tests/plan/test_memory_terms.py`
 measures the working-set terms on CPU, and longctx/memory_plan/calibration.py holds the total against published
 runs (classified by the stack they ran, some held out), with the tolerance it states.
 

@@ -16,8 +16,8 @@ CHUNK = 64  # tokens per chunk of the chunked recurrence (transformers' referenc
 # Bytes per token and unit of exchanged width (the [q | k | v | b | a] channels of this rank's heads) at the peak of
 # one linear layer's recompute + backward, beside the per-chunk states:
 # - `reference` (transformers' torch kernel, what runs on CPU): measured in bf16 at Qwen3.5's head dims
-#   (dk = dv = 128; tests/test_memory_terms.py): it upcasts q, k, v to fp32, repeats q and k to the value heads and
-#   keeps its [64 x 64] chunk matrices for backward.
+#   (dk = dv = 128; tests/plan/test_memory_terms.py): it upcasts q, k, v to fp32, repeats q and k to the value
+#   heads and keeps its [64 x 64] chunk matrices for backward.
 # - `fla` (flash-linear-attention on a GPU): NOT measured (a Triton kernel, no GPU here); counted from what its
 #   chunked autograd function keeps (bf16 q, k repeated to the value heads, v, their l2-normalised copies, fp32 g,
 #   beta, the fp32 [T x 64] solved matrix, the output), the convolution's spaced input, output and activation, the

@@ -1,7 +1,7 @@
 """The memory plan's terms, one function each, in bytes per rank; each says where its formula comes from.
 
 s is the tokens a rank holds (micro batch x S / sp), S the full sequence (micro batch x S). Activations are
-bf16 (2 bytes) on the GPU stack; `tests/test_memory_terms.py` measures the working-set terms on CPU with
+bf16 (2 bytes) on the GPU stack; `tests/plan/test_memory_terms.py` measures the working-set terms on CPU with
 the same code path (fp32 or bf16) and holds each to its prediction.
 """
 
@@ -12,14 +12,14 @@ from longctx.memory_plan.arch import Arch
 BF16 = 2
 FP32_OPTIMIZER = 16  # an element whose optimizer is on the GPU: fp32 master weight and gradient, two Adam moments
 # What one decoder layer holds at the peak of its recompute + backward, in bf16 tensors of s x width, measured
-# on CPU with transformers' LlamaDecoderLayer (tests/test_memory_terms.py: separated by varying I, KV heads):
+# on CPU with transformers' LlamaDecoderLayer (tests/plan/test_memory_terms.py: separated by varying I, KV heads):
 HIDDEN_COPIES = 12.5  # s x h: residuals, both RMSNorms' fp32 upcasts (2 units each) and outputs, q, gradients
 MLP_COPIES = 6  # s x I: gate, up, silu(gate), their product, and the gradients in flight
 ATTENTION_COPIES = 1  # per unit of (2 H + 2 KV) x d: what grows with the K/V width (k, v, their rotations/grads)
 # What DeepSpeed's Ulysses all-to-all adds at the attention module's peak under SP, per unit of the full-sequence
 # attention width (q, k, v and out at H / sp heads): its contiguous copies before and after each exchange. Measured
 # on CPU over gloo with DeepSpeed's own UlyssesSPAttentionHF around sdpa, against sdpa alone on the tensors the
-# exchange hands it (tests/test_memory_terms.py::test_all_to_all_copies: 1.0 at sp=2; 1.02 and 1.19 in two runs
+# exchange hands it (tests/plan/test_memory_terms.py::test_all_to_all_copies: 1.0 at sp=2; 1.02 and 1.19 in two runs
 # at sp=4). None at sp=1, where there is no exchange. It was 3, fitted at sp=8, where it also absorbed the GPU-side
 # gradient partition.
 ALL_TO_ALL_COPIES = 1.0
@@ -30,7 +30,7 @@ TAIL_COPIES = 4.5  # s x h, not checkpointed: the final RMSNorm's saved fp32 ten
 # With Liger's layer kernels (RMSNorm, SwiGLU, RoPE: what `use_liger_kernel` still applies under TRL 1.16) the
 # norms keep no fp32 copies and SwiGLU recomputes silu in backward. Liger allocates every buffer in Python and its
 # Triton kernels only fill them, so the bytes are measured on CPU with the launches made no-ops:
-# hidden 6.2 and mlp 4.1 (tests/test_memory_terms.py::test_liger_layer_working_set holds one layer within 5% at
+# hidden 6.2 and mlp 4.1 (tests/plan/test_memory_terms.py::test_liger_layer_working_set holds one layer within 5% at
 # five shapes, h and I varied apart). The tail, 1.6, is the same measurement of the checkpointed forward at
 # h=128 (1.55); at h=64 fixed allocations blur it, so no test holds it. They were fitted to {2, 2, 2.5}, which
 # absorbed a bf16 gradient partition the plan wrongly kept on the GPU under optimizer offload.
@@ -199,7 +199,7 @@ def saved_attention(arch: Arch, s: int, selective: bool) -> float:
     recomputing them: the output, bf16 S x H / sp x d (s x H x d a rank), and the fp32 log-sum-exp its backward
     reads, H / sp x S (s x H). The outputs are kept by torch's selective-checkpoint cache, not by saved-tensor
     hooks, so checkpoint offload does not move them to the host: they are on the GPU with or without it.
-    Measured on CPU against this formula in tests/test_selective_checkpointing.py."""
+    Measured on CPU against this formula in tests/training/test_selective_checkpointing.py."""
     if not selective:
         return 0.0
     return arch.layers * s * (BF16 * arch.query_width + 4 * arch.heads)

@@ -5,7 +5,7 @@ sinks and windows), sequence_parallel/ (the mesh, the token-weighted loss, eval 
 layers/ (Gated DeltaNet and MoE under SP), checkpoints/ (SP-safe resume, universal checkpoints), memory/ (the ALST
 features), metrics/, data/ (prepared rows), retrieval/ (the in-training retrieval slice) and patches/ (the
 registry of every upstream replacement and override, and its checker). Imports `longctx.config` only, never a
-tool, so it copies out with it (tests/test_runtime_imports.py, tests/test_copy_out.py).
+tool, so it copies out with it (tests/launch/test_runtime_imports.py, tests/user/test_copy_out.py).
 
 Two choices between ours and upstream:
 - Checkpoint offload (`activation_checkpoint_offload`) is ours (memory/checkpoint_offload.py), not transformers 5.23's

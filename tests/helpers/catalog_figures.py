@@ -1,4 +1,4 @@
-"""How recipes/README.md's catalog writes the plan's figures (tests/test_catalog.py holds the table to them)."""
+"""How recipes/README.md's catalog writes the plan's figures (tests/plan/test_catalog.py holds the table to them)."""
 
 
 def length(tokens: int) -> str:

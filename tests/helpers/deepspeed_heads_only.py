@@ -1,6 +1,6 @@
-"""The entrypoint without the per-layer head split, for tests/test_gemma4_parity.py: DeepSpeed registers its Ulysses
-attention as it ships, with one head size and KV head count read from the text config for every layer. For Gemma
-4 transformers refuses that read (its head_dim is per layer), so the run must stop before training.
+"""The entrypoint without the per-layer head split, for tests/parity/test_gemma4_parity.py: DeepSpeed registers its
+Ulysses attention as it ships, with one head size and KV head count read from the text config for every layer. For
+Gemma 4 transformers refuses that read (its head_dim is per layer), so the run must stop before training.
 """
 
 import runpy

@@ -1,4 +1,4 @@
-"""The GRPO loss written out by hand over every completion run alone (tests/test_grpo_parity.py's reference).
+"""The GRPO loss written out by hand over every completion run alone (tests/parity/test_grpo_parity.py's reference).
 
 It never touches this repository's GRPO code: each `prompt + completion` runs alone through an eager-attention
 transformers model (log-softmax of logits / T at each completion token); rewards (tests/helpers/grpo_replay.py

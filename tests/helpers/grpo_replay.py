@@ -1,4 +1,4 @@
-"""recipes/grpo.py with fixed completions, for the GRPO parity tests (tests/test_grpo_parity.py).
+"""recipes/grpo.py with fixed completions, for the GRPO parity tests (tests/parity/test_grpo_parity.py).
 
 The trainer's sampling (`generate_shared_prefill`) is replaced by a replay: the k-th copy of a prompt on rank r gets
 a completion drawn from a generator seeded by (prompt, r, k), 1 to `MAX_COMPLETION` tokens, some ending in EOS, so

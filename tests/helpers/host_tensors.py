@@ -1,6 +1,6 @@
 """Build a real DeepSpeed ZeRO-3 engine with CPU optimizer offload on CPU, run one step, print its host tensors.
 
-Run as a child process by tests/test_host_memory.py (one process, gloo, world size 1). It prints one JSON object:
+Run as a child process by tests/plan/test_host_memory.py (one process, gloo, world size 1). It prints one JSON object:
 the parameter count and the bytes of each tensor family DeepSpeed keeps on the offload device, read from the
 engine's own attributes (the ones longctx/memory_plan/host.py names), so the host terms are held to what
 DeepSpeed allocates rather than to a restated formula. torch's AdamW stands in for DeepSpeedCPUAdam (whose C++

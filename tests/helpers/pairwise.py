@@ -1,4 +1,4 @@
-"""The pairwise runs' inputs and their each-sequence-alone references (tests/test_pairwise.py).
+"""The pairwise runs' inputs and their each-sequence-alone references (tests/parity/test_pairwise.py).
 
 Every step of a run trains all its rows (gradient accumulation = rows / dp), so the step's gradient does not depend
 on the order the sampler hands them out, and two steps of plain SGD are two full-batch steps of a plain transformers

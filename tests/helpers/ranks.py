@@ -1,7 +1,7 @@
 """Start a small gloo world by hand, one process per rank, and read what each rank wrote.
 
-The tests of our collectives (tests/test_gloo_*.py, tests/test_moe_zero3_routing.py, the all-to-all memory term,
-the TiledMLP tile count in tests/test_alst.py)
+The tests of our collectives (tests/sequence_parallel/test_gloo_*.py, tests/models/test_moe_zero3_routing.py, the
+all-to-all memory term, the TiledMLP tile count in tests/training/test_alst.py)
 run a worker module on each rank without accelerate: `python -m WORKER OUT_DIR [ARGS]`, with RANK, LOCAL_RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT in its environment (what `init_process_group`'s default `env://` and
 `deepspeed.init_distributed` read) on top of this process's (offline: tests/conftest.py). Each rank writes

@@ -4,7 +4,7 @@ import re
 
 from tests.helpers import REPO
 
-MARK = "<!-- make sft output: tests/test_readme_output.py -->"
+MARK = "<!-- make sft output: tests/user/test_readme_output.py -->"
 # the lines of a run's log the sample shows (the progress bars and DeepSpeed's build lines are left out)
 SHOWN = ("[launch]", "[mesh]", "[isolation]", "{'loss'", "[done]", "[next]")
 

@@ -1,5 +1,5 @@
 """recipes/dpo.py, unchanged, with a probe in the reference pass (longctx/training/preference/reference.py), set by
-environment variables, for tests/test_reference_preemption.py:
+environment variables, for tests/checkpoints/test_reference_preemption.py:
 
 - PROBE_DIR: every rank appends the row indices of each reference forward to PROBE_DIR/rank{r}.jsonl;
 - PROBE_REF_SIGNAL_RANK / PROBE_REF_SIGNAL_BATCH: that rank sends itself SIGUSR1 (a scheduler's warning) during its

@@ -1,5 +1,5 @@
 """A fixture for tests that install `sdpa` replacements process-wide (isolation, sinks): undone afterwards, so
-later tests in the same process (tests/test_memory_terms.py measures stock sdpa's mask) see stock attention."""
+later tests in the same process (tests/plan/test_memory_terms.py measures stock sdpa's mask) see stock attention."""
 
 import pytest
 

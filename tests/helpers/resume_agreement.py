@@ -1,4 +1,4 @@
-"""One rank of tests/test_resume_agreement.py: `resume_from_checkpoint: auto` resolved over a gloo world.
+"""One rank of tests/checkpoints/test_resume_agreement.py: `resume_from_checkpoint: auto` resolved over a gloo world.
 
 `python -m tests.helpers.resume_agreement OUT_DIR MODE`: rank r reads its own view of the output folder,
 OUT_DIR/view{r}, as ranks on nodes with stale listing caches do: view0 holds complete checkpoint-1 and checkpoint-2,

@@ -1,7 +1,7 @@
 """Launches of tests/recipes/resume.yaml (the tiny Llama at sp=2, AdamW, a cosine schedule, a checkpoint every 3
-steps) through tests/helpers/resume_probe.py, and what they recorded: shared by tests/test_resume.py and the fault
-tests (tests/test_faults_launch.py), which compare against one uninterrupted run (the `uninterrupted_resume_run`
-fixture of tests/conftest.py)."""
+steps) through tests/helpers/resume_probe.py, and what they recorded: shared by tests/checkpoints/test_resume.py and
+the fault tests (tests/faults/test_faults_launch.py), which compare against one uninterrupted run (the
+`uninterrupted_resume_run` fixture of tests/conftest.py)."""
 
 import json
 from pathlib import Path

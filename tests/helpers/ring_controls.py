@@ -1,5 +1,5 @@
-"""recipes/sft.py with a switch of the hybrid SP ring set first, for tests/test_ring_parity.py and
-tests/test_isolation_training.py:
+"""recipes/sft.py with a switch of the hybrid SP ring set first, for tests/parity/test_ring_parity.py and
+tests/attention/test_isolation_training.py:
 
 - `--ring_balance on|off|auto`: the load-balance policy (default `auto`, which on the packed fixtures never swaps:
   `on` makes the real gloo launch exercise the mirror swap of query halves and outputs, forward and backward);

@@ -1,4 +1,5 @@
-"""One rank of the GPU ring check (tests/test_ring_gpu.py), launched by torchrun on 2+ GPUs with NCCL.
+"""One rank of the GPU ring check (tests/sequence_parallel/test_ring_gpu.py), launched by torchrun on 2+ GPUs
+with NCCL.
 
 Every rank builds the same seeded packed row (bf16), takes its contiguous chunk, runs the hybrid SP GPU ring
 (longctx/training/sequence_parallel/ring_gpu.py: ring-flash-attn's llama3 varlen functions) forward and backward

@@ -1,5 +1,5 @@
 """The entrypoint with Gemma 4's sliding window carried only by the 4D mask, for the negative control of
-tests/test_gemma4_parity.py.
+tests/parity/test_gemma4_parity.py.
 
 Stock transformers applies a sliding window to sdpa through the attention mask alone: its sdpa function ignores the
 `sliding_window` argument. DeepSpeed's Ulysses adapter discards 4D masks, so under SP the sliding layers then attend

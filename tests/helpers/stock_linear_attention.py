@@ -1,4 +1,5 @@
-"""The entrypoint with the Gated DeltaNet fix switched off, for the negative control of tests/test_qwen35_parity.py.
+"""The entrypoint with the Gated DeltaNet fix switched off, for the negative control of
+tests/parity/test_qwen35_parity.py.
 
 The layers are converted (which lifts accelerate's refusal of linear attention under Ulysses) and then switched
 to transformers' own forward: what a run would compute if the refusal were simply bypassed. Under SP each rank

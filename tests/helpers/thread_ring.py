@@ -3,7 +3,8 @@
 `ThreadRing` is longctx/training/sequence_parallel/ring.py's `RingGroup` with its three collectives (gather, the
 mirror swap, the summed gradients) done through a list and a barrier instead of gloo, so the unit tier checks the
 whole ring (planning, blocks, log-sum-exp merge, load balance, backward) against dense attention in seconds. The
-real gloo transport runs in the training parity tests (tests/test_isolation_training.py, tests/test_ring_parity.py).
+real gloo transport runs in the training parity tests (tests/attention/test_isolation_training.py,
+tests/parity/test_ring_parity.py).
 """
 
 import threading

@@ -12,7 +12,7 @@ status, so the agent sees a rank as it would see a process of its own.
 
 What a fork cannot carry, the client refuses, and then it execs the real interpreter instead (exactly what runs
 without the zygote): any interpreter flag but -u and -m, a PYTHONPATH folder with startup code (sitecustomize.py:
-tests/test_copy_out.py removes the editable install's import hook that way) or with a package named like a
+tests/user/test_copy_out.py removes the editable install's import hook that way) or with a package named like a
 preloaded one, and any environment variable a preloaded library reads when it is imported (`IMPORT_TIME`: the
 Hub's offline switches and caches, DeepSpeed's accelerator, the CUDA device list, the hash seed...) whose value
 differs from the zygote's. The rank does not see the zygote's own `tests` modules.

@@ -6,7 +6,7 @@ Under Ulysses SP each layer is split by its own heads
 (longctx/training/sequence_parallel/per_layer_ulysses.py: DeepSpeed 0.19.8 builds one head size and KV head count
 for every layer, and transformers refuses to give it one), and the
 sliding window is applied per document by the sdpa kernels from position_ids, never by the 4D mask DeepSpeed's
-adapter drops. Exact at sp=1, 2 and 4 on packed rows (tests/test_gemma4_parity.py). FlashAttention is refused
+adapter drops. Exact at sp=1, 2 and 4 on packed rows (tests/parity/test_gemma4_parity.py). FlashAttention is refused
 (longctx/config/rules/attention/head_shapes.py): its kernels stop at head_dim 256 and the global layers' is 512.
 """
 
@@ -50,5 +50,5 @@ GEMMA4 = Family(
         "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_transformers",
         "deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.forward",
     ),
-    parity_tests=("tests/test_gemma4_parity.py",),
+    parity_tests=("tests/parity/test_gemma4_parity.py",),
 )

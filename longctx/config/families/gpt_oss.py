@@ -34,5 +34,5 @@ GPT_OSS = Family(
         "transformers.models.gpt_oss.modeling_gpt_oss.eager_attention_forward",
         "transformers.models.gpt_oss.modeling_gpt_oss.GptOssPreTrainedModel",
     ),
-    parity_tests=("tests/test_gpt_oss_parity.py",),
+    parity_tests=("tests/parity/test_gpt_oss_parity.py",),
 )

@@ -36,5 +36,5 @@ LLAMA = Family(
         pad=None,  # Llama 3.1 has no pad token: the collators fall back to EOS, which is what runs for real
         extra=("<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"),
     ),
-    parity_tests=("tests/test_sp_parity.py",),
+    parity_tests=("tests/parity/test_sp_parity.py",),
 )

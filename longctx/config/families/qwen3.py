@@ -25,7 +25,7 @@ QWEN3 = Family(
     ),
     training_template=QWEN3_TEMPLATE,
     stand_in_tokens=QWEN3_TOKENS,
-    parity_tests=("tests/test_sp_parity.py",),
+    parity_tests=("tests/parity/test_sp_parity.py",),
 )
 
 QWEN3_MOE = Family(
@@ -36,5 +36,5 @@ QWEN3_MOE = Family(
     recipes=(("qwen30b-a3b-256k", "qwen3-30b-a3b/sft-256k-sp8-offload-optimizer"),),
     training_template=QWEN3_TEMPLATE,  # Qwen3-30B-A3B: the Qwen3 tokenizer and chat template
     stand_in_tokens=QWEN3_TOKENS,
-    parity_tests=("tests/test_moe_router_parity.py",),
+    parity_tests=("tests/parity/test_moe_router_parity.py",),
 )

@@ -32,7 +32,7 @@ QWEN3_5 = Family(
     gated_attention=True,
     linear_attention_class="transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet",
     runtime_patches=("transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet.forward",),
-    parity_tests=("tests/test_qwen35_parity.py",),
+    parity_tests=("tests/parity/test_qwen35_parity.py",),
 )
 
 QWEN3_NEXT = Family(
@@ -55,5 +55,5 @@ QWEN3_5_MOE = Family(  # Qwen3.5's layers with a routed MoE block (and a shared 
     gated_attention=True,
     linear_attention_class="transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet",
     runtime_patches=("transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeGatedDeltaNet.forward",),
-    parity_tests=("tests/test_qwen35_moe_parity.py",),
+    parity_tests=("tests/parity/test_qwen35_moe_parity.py",),
 )

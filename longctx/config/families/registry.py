@@ -1,7 +1,7 @@
 """The model families this repository knows, and the one lookup every reader goes through.
 
 Add a family by adding its module beside this one and its row to FAMILIES (docs/adding-a-model.md walks through
-it); `registry_problems` (longctx/config/families/check.py, run by tests/test_families.py) fails when a shipped
+it); `registry_problems` (longctx/config/families/check.py, run by tests/models/test_families.py) fails when a shipped
 snapshot or recipe has no row, or a row names a file, recipe or type that is not there.
 """
 

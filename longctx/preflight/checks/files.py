@@ -2,7 +2,7 @@
 
 Known keys come from the installed libraries where that is cheap (TRL's dataclasses, accelerate's
 `ClusterConfig`); DeepSpeed's import costs seconds, so its keys are a list (longctx/config/key_homes.py) checked
-against the installed DeepSpeed by a test (tests/test_preflight_files.py).
+against the installed DeepSpeed by a test (tests/preflight/test_preflight_files.py).
 """
 
 import dataclasses

@@ -4,7 +4,7 @@ Why: the isolated sdpa (longctx/training/attention/isolation.py) must know, in e
 packed and where its documents start. Computed from `position_ids` in each call, that was a device-to-host
 sync per layer for every row (`bool(breaks.any())`) and, for packed rows, `nonzero()` and the longest
 document read back (`int(max)`) or the spans copied to the host (`tolist`): measured on the tiny Llama, 2
-syncs per layer unpacked and 6 packed, forward plus recompute (tests/test_host_syncs.py). On a GPU each one
+syncs per layer unpacked and 6 packed, forward plus recompute (tests/training/test_host_syncs.py). On a GPU each one
 drains the launch queue and stalls ZeRO-3's prefetch, 32 layers x 2 passes a step for Llama-8B. Yet every
 layer of one forward sees the same `position_ids`, and the recompute sees them again.
 

@@ -21,9 +21,10 @@ tensor is ever built. `SinkAttention` below is that autograd function, over one 
 Both take flattened tokens: q [T, H, D], k and v [T, Hkv, D], with the documents' offsets from a
 `DocumentLayout` (longctx/training/attention/document_layout.py: on the device for the GPU kernel, on the host for
 the CPU one and the GPU kernel's longest document), and return out [T, H, D] and lse [H, T] (float32). Given the
-forward's layout, read once per forward, no layer reads anything back from the device (tests/test_host_syncs.py).
-A window follows transformers: a query sees at most `window` keys, itself included. `document_attention` is the
-entry point: longctx/training/attention/sinks.py (sinks, under SP) and isolation.py (CPU sliding windows) call it.
+forward's layout, read once per forward, no layer reads anything back from the device
+(tests/training/test_host_syncs.py). A window follows transformers: a query sees at most `window` keys, itself
+included. `document_attention` is the entry point: longctx/training/attention/sinks.py (sinks, under SP) and
+isolation.py (CPU sliding windows) call it.
 """
 
 import functools

@@ -9,7 +9,7 @@ at p = P-1 > 0. The rule added to document isolation (longctx/training/attention
 position_ids
 restart at p > 0 is a branch; its queries see the first p tokens of their document (the shared prompt) and the
 branch itself causally, nothing else. Each answer token then sees exactly the tokens it sees unshared, at the same
-positions, so its log-prob is the same (tests/test_shared_prefix.py, on the CPU path and the varlen path).
+positions, so its log-prob is the same (tests/attention/test_shared_prefix.py, on the CPU path and the varlen path).
 
 Only rows the preference trainer marks (`DocumentLayout(shared_prefix=True)`, one decoder hook) get the rule; every
 other row keeps "a break starts a document", whatever its positions.

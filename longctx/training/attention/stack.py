@@ -4,8 +4,8 @@ Why: what a model's attention call runs is assembled from several layers, some w
 (sinks and windows wrap the isolated `sdpa`), all before accelerate builds the SP attention over them in `train()`.
 Installed by separate calls whose order lived in comments, a swap changed training silently. Here the order is data:
 `ATTENTION_STACK` lists the process layers, `install_attention_stack` installs them in that order (the entrypoints,
-through longctx/training/process_patches.py), and tests/test_attention_stack.py installs them and checks what each
-call runs (it fails when two layers are swapped). DeepSpeed's Ulysses registration, which four layers change, is
+through longctx/training/process_patches.py), and tests/attention/test_attention_stack.py installs them and checks what
+each call runs (it fails when two layers are swapped). DeepSpeed's Ulysses registration, which four layers change, is
 replaced once (longctx/training/sequence_parallel/registration.py); each of those layers switches its need on.
 
 `MODEL_LAYERS` are the layers that act on one model instance (prefix sharing reads a row's branches per forward),

@@ -8,7 +8,7 @@ gathers expert 1: the collectives stop pairing up and training hangs or mixes th
 answer is a leaf module (`deepspeed.utils.set_z3_leaf_modules`): ZeRO-3 gathers all of the block's
 parameters on entry to the block, which every rank enters.
 
-What tests/test_moe_zero3_routing.py establishes on gloo: transformers 5.23's MoE blocks (Qwen3-MoE tested;
+What tests/models/test_moe_zero3_routing.py establishes on gloo: transformers 5.23's MoE blocks (Qwen3-MoE tested;
 gpt-oss's `GptOssExperts` has the same layout) keep all experts in one module of 3-D parameters, which every
 rank enters, so they need nothing; a block of per-expert modules fails (or hangs) without the leaf flag and
 trains with it. So

@@ -1,7 +1,7 @@
 """Recompute the fingerprint of every upstream source the registry relies on, so an upgrade that changes that code
 fails loudly instead of silently changing training (`python -m longctx.training.patches.check`, and
-tests/test_patches.py). After an intended upgrade, re-read each entry against the new upstream code, print the new
-fingerprints with `--print` and update the entries."""
+tests/launch/test_patches.py). After an intended upgrade, re-read each entry against the new upstream code, print the
+new fingerprints with `--print` and update the entries."""
 
 import argparse
 import hashlib

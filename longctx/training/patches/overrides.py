@@ -2,8 +2,8 @@
 calls the upstream method through `super()` and assumes what it does. What the three trainers share is overridden
 once, by LongContextTrainerBase (longctx/training/trainer_base.py), and listed once here, with every upstream
 method its `super()` reaches from SFTTrainer, DPOTrainer and GRPOTrainer (`method` and `also_overrides`); each
-trainer's own overrides follow. `tests/test_patches.py` requires every method a trainer class or the base overrides
-to be listed here, and no upstream method to be overridden by two of our classes."""
+trainer's own overrides follow. `tests/launch/test_patches.py` requires every method a trainer class or the base
+overrides to be listed here, and no upstream method to be overridden by two of our classes."""
 
 from longctx.training.patches.entries import Override
 from longctx.training.patches.grpo import GRPO_OVERRIDES, PREPARE_DEEPSPEED
@@ -227,7 +227,8 @@ DPO_OVERRIDES: tuple[Override, ...] = (
         method="trl.trainer.dpo_trainer.DPOTrainer._prepare_dataset",
         overridden_by=f"{DPO_TRAINER}._prepare_dataset",
         why="rows data_prep packed (with `sequence_ids`) are used as they are; data_prep tokenized them as this "
-        "method's `tokenize_fn` does (data_prep/trainers/preference.py), which tests/test_preference_data.py compares",
+        "method's `tokenize_fn` does (data_prep/trainers/preference.py), which "
+        "tests/preference/test_preference_data.py compares",
         written_against="trl==1.16.0",
         source_sha256="35e349e8e8266df4a098b8c0b9949729e06d794f67dc24b666863f9f26e1bb55",
         relies_on=(

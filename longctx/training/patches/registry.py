@@ -9,7 +9,7 @@ Each patch names the upstream object replaced (a function, method, class or regi
 repository replaces it, why, and the pinned version it was written against. Each also records the sha256 of
 the upstream source the patch relies on: the replaced object itself and, in `relies_on`, the upstream code
 that calls it or whose behaviour the replacement assumes (for example the Trainer method that calls
-`skip_first_batches` by its module-level name). `tests/test_patches.py` resolves every path in a fresh
+`skip_first_batches` by its module-level name). `tests/launch/test_patches.py` resolves every path in a fresh
 interpreter and recomputes the fingerprints, so an upgrade that changes that code fails loudly instead of
 silently changing training. The test also scans the code for patch sites (an attribute assigned a function,
 `__class__` swaps, `mock.patch`, `AttentionInterface.register`) and requires each to be listed here and to
@@ -198,7 +198,7 @@ PATCHES: tuple[Patch, ...] = (
         why="`sdpa` calls with sinks (`s_aux`, gpt-oss) or a sliding window go to sink_sdpa_attention: each SP rank "
         "takes the sinks of its own query heads (Ulysses' contiguous head block), documents and windows apply per "
         "document, and the sink enters as a log-sum-exp rescale of a kernel's output; this is the formula it "
-        "reproduces (tests/test_sinks_attention.py), and GptOssAttention.forward the call it receives",
+        "reproduces (tests/attention/test_sinks_attention.py), and GptOssAttention.forward the call it receives",
         written_against="transformers==5.23.0, deepspeed==0.19.8",
         source_sha256="3cb759e14962bed172f98260726bcbe6f253fbe8d3d43ec28ee89b2164c3b92c",
         relies_on=(

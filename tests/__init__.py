@@ -1,0 +1,1 @@
+"""The test suite (docs/tests.md): one folder per concern."""

@@ -1,0 +1,1 @@
+"""Checkpoints: resume, universal conversion, export, topology records, a preempted reference pass."""

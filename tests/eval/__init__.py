@@ -1,0 +1,1 @@
+"""Evaluation: the retrieval eval, its scoring, the eval split, eval under SP."""

@@ -1,0 +1,1 @@
+"""Faults injected into runs (docs/reliability.md): in process and through real launches."""

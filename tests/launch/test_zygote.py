@@ -1,0 +1,117 @@
+"""The test session's warm zygote (tests/helpers/zygote.py): a rank started through its client must behave as the
+same command under the real interpreter: argv, sys.path, environment, working folder, streams, exit status, death
+by a signal, a signal relayed, and the real interpreter whenever the import-time environment differs. The zygote
+here preloads only `json` (ZYGOTE_PRELOAD): what is tested is the hand-over, not the stack's import."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import REPO
+from tests.helpers.zygote import wait_ready, write_client
+
+SCRIPT = """
+import json, os, sys, time
+print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "name": __name__, "cwd": os.getcwd(),
+                  "x": os.environ.get("ZYGOTE_X"), "pid": os.getpid(), "ppid": os.getppid()}), flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+what = sys.argv[1] if len(sys.argv) > 1 else ""
+if what == "raise":
+    raise ValueError("boom")
+if what == "exit3":
+    sys.exit(3)
+if what == "kill":
+    os.kill(os.getpid(), 9)
+if what == "sleep":
+    time.sleep(60)
+"""
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("zygote")
+    sock = str(folder / "z.sock")
+    env = {**os.environ, "ZYGOTE_PRELOAD": "json"}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.zygote", "serve", sock], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    assert wait_ready(proc.stdout)
+    (folder / "rank.py").write_text(SCRIPT)
+    yield folder, write_client(str(folder), sock, env)
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def run(client, folder, *args, env=None):
+    env = {**os.environ, "ZYGOTE_X": "from the client", **(env or {})}
+    argv = [client, "-u", *args]
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def fallbacks(folder) -> str:
+    log = folder / "fallbacks.log"
+    return log.read_text() if log.is_file() else ""
+
+
+@pytest.mark.subprocess
+def test_a_forked_rank_gets_the_clients_argv_environment_folder_and_streams(zygote):
+    folder, client = zygote
+    before = fallbacks(folder)
+    proc = run(client, folder, "rank.py", "a", "--b")
+    row = json.loads(proc.stdout)
+    assert proc.returncode == 0 and proc.stderr == "to stderr\n"
+    assert row["argv"] == ["rank.py", "a", "--b"] and row["name"] == "__main__" and row["x"] == "from the client"
+    assert row["path0"] == str(folder) and row["cwd"] == str(folder)
+    assert row["ppid"] == os.getpid()  # the launcher that started the client, not the zygote
+    assert fallbacks(folder) == before  # it was forked, not run by the real interpreter
+    module = run(client, folder, "-m", "rank", "exit3")
+    assert module.returncode == 3 and json.loads(module.stdout)["argv"] == [str(folder / "rank.py"), "exit3"]
+
+
+@pytest.mark.subprocess
+def test_exit_statuses_are_the_interpreters(zygote):
+    folder, client = zygote
+    raised = run(client, folder, "rank.py", "raise")
+    assert raised.returncode == 1 and "ValueError: boom" in raised.stderr
+    assert run(client, folder, "rank.py", "exit3").returncode == 3
+    assert run(client, folder, "rank.py", "kill").returncode == -signal.SIGKILL
+
+
+@pytest.mark.subprocess
+def test_a_signal_to_the_client_reaches_the_rank(zygote):
+    folder, client = zygote
+    env = {**os.environ, "ZYGOTE_X": "x"}
+    proc = subprocess.Popen([client, "-u", "rank.py", "sleep"], cwd=folder, env=env, stdout=subprocess.PIPE, text=True)
+    rank = json.loads(proc.stdout.readline())["pid"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(rank, 0)
+
+
+@pytest.mark.subprocess
+def test_a_different_import_time_environment_runs_the_real_interpreter(zygote):
+    folder, client = zygote
+    proc = run(client, folder, "rank.py", env={"HF_HOME": str(folder / "elsewhere")})
+    assert proc.returncode == 0 and json.loads(proc.stdout)["argv"] == ["rank.py"]
+    assert fallbacks(folder).splitlines()[-1] == "-u rank.py: differs: HF_HOME"
+
+
+@pytest.mark.subprocess
+def test_a_pythonpath_with_startup_code_or_a_shadowing_package_runs_the_real_interpreter(zygote, tmp_path):
+    """A fresh interpreter runs sitecustomize.py (tests/user/test_copy_out.py removes the editable hook that way) and
+    imports a PYTHONPATH package before the installed one; a fork would do neither."""
+    folder, client = zygote
+    (tmp_path / "startup").mkdir()
+    (tmp_path / "startup" / "sitecustomize.py").write_text("import os\nos.environ['ZYGOTE_X'] = 'site ran'\n")
+    proc = run(client, folder, "rank.py", env={"PYTHONPATH": str(tmp_path / "startup")})
+    assert json.loads(proc.stdout)["x"] == "site ran"
+    assert fallbacks(folder).splitlines()[-1].endswith("startup runs startup code")
+    (tmp_path / "shadow" / "transformers").mkdir(parents=True)
+    proc = run(client, folder, "rank.py", env={"PYTHONPATH": str(tmp_path / "shadow")})
+    assert proc.returncode == 0 and fallbacks(folder).splitlines()[-1].endswith("shadow holds transformers")

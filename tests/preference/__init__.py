@@ -1,0 +1,1 @@
+"""Preference training (DPO): its data, loss, reference log-probs and rules."""

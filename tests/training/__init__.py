@@ -1,0 +1,1 @@
+"""Training features beside SP: ALST memory features, checkpoint and optimizer offload, row balance, host syncs."""
