@@ -80,6 +80,37 @@ def test_prefix_sharing_on_a_gpu_ring_is_refused(judge):
     assert any(line.startswith("prefix_sharing: is on with a ring") for line in verdict.refusals)
 
 
+@pytest.mark.parametrize("trainer", ["dpo", "grpo"])
+@pytest.mark.parametrize(
+    "family, refused", [("llama3.x", False), ("qwen3", False), ("qwen3.5", True), ("gpt-oss", True), ("gemma4", True)]
+)
+def test_prefix_sharing_is_refused_before_launch_where_the_run_refuses_it(judge, trainer, family, refused):
+    """Linear-attention layers (Qwen3.5), sinks and sliding windows (gpt-oss, Gemma 4): the run time refused prefix
+    sharing there (longctx/training/attention/stack.py) after validate had passed it; both read one reason now."""
+    verdict = judge.verdict(choice(f"trainer={trainer}", f"family={family}", "prefix=on"))
+    found = [line for line in verdict.refusals if line.startswith("prefix_sharing: is on, but ")]
+    assert bool(found) == refused, verdict.refusals
+
+
+def test_the_run_time_refuses_prefix_sharing_with_the_rules_reason():
+    """The attention stack's per-model layer raises the rule's own reason on a model it cannot share prefixes in."""
+    from types import SimpleNamespace
+
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from longctx.config.recipe import RecipeError
+    from longctx.training.attention.stack import MODEL_LAYERS
+
+    config = MistralConfig(
+        hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        vocab_size=32, sliding_window=64, attn_implementation="sdpa",
+    )  # fmt: skip
+    (layer,) = [layer for layer in MODEL_LAYERS if layer.name == "prefix_sharing"]
+    recipe = SimpleNamespace(config_source="recipe.yaml")
+    with pytest.raises(RecipeError, match="sliding-window or linear-attention layers"):
+        layer.install(MistralForCausalLM(config), recipe, SimpleNamespace(prefix_sharing=True))
+
+
 def test_declared_proofs_are_accepted_configurations(judge):
     """A proof names a configuration the checks accept (a test of a refused one proves nothing here)."""
     refused = [(p.nodes[0], judge.verdict(choice(*p.values)).refusals) for p in PROOFS]

@@ -8,6 +8,7 @@ from longctx.config.problems import Problem
 from longctx.config.rules.alst import alst_problems
 from longctx.config.rules.attention.attention_patterns import attention_pattern_problems
 from longctx.config.rules.attention.isolation import packed_isolation_problems
+from longctx.config.rules.attention.prefix_sharing import prefix_sharing_problems
 from longctx.config.rules.attention.ring import sp_topology_problems
 from longctx.config.rules.data.chat_template import chat_template_problems
 from longctx.config.rules.data.data_keys import data_key_problems
@@ -27,6 +28,7 @@ RULES = (
     row_balance_problems,
     data_key_problems,
     packed_isolation_problems,
+    prefix_sharing_problems,
     resume_recipe_problems,
     alst_problems,
     evaluation_problems,

@@ -104,27 +104,19 @@ ATTENTION_STACK: tuple[Layer, ...] = (
 
 def _prefix_sharing(model, recipe, args) -> None:
     """Read the rows' restarts at p > 0 as branches of a shared prompt (longctx/training/attention/shared_prefix.py),
-    on the attention paths that implement it: full attention through the isolated sdpa. Refused elsewhere."""
+    on the attention paths that implement it (longctx/config/rules/attention/prefix_sharing.py, which preflight
+    reads too). Refused elsewhere."""
     from longctx.config.recipe import RecipeError
+    from longctx.config.rules.attention.prefix_sharing import FIX, prefix_sharing_refusal
     from longctx.training.attention.document_layout import install_shared_prefix_layout
-    from longctx.training.attention.isolation import sliding_window_layers
-    from longctx.training.attention.sinks import sink_family
 
     if not getattr(args, "prefix_sharing", False):  # a shared prompt's answers: branches of one document
         return
     config = model.config
-    layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"])
-    why = None
-    if getattr(config, "_attn_implementation", None) != "sdpa":
-        why = f"attention {config._attn_implementation!r} (prefix sharing runs on sdpa's document isolation)"
-    elif sliding_window_layers(config) or layer_types != {"full_attention"}:
-        why = "sliding-window or linear-attention layers (a branch would need the prompt's state: not implemented)"
-    elif (family := sink_family(config)) is not None:
-        why = f"attention sinks ({family.name})"
+    why = prefix_sharing_refusal(config.to_dict(), getattr(config, "_attn_implementation", None))
     if why is None and install_shared_prefix_layout(model):
         return
-    fix = "set `prefix_sharing: false`"
-    raise RecipeError(recipe.config_source, [f"`prefix_sharing` is not supported with {why or 'this model'}; {fix}"])
+    raise RecipeError(recipe.config_source, [f"`prefix_sharing` is not supported with {why or 'this model'}; {FIX}"])
 
 
 MODEL_LAYERS: tuple[Layer, ...] = (
