@@ -31,7 +31,7 @@ from longctx.training.preference.metrics import exact_eval_loss, record
 from longctx.training.preference.reference import live_reference, reference_table
 from longctx.training.sequence_parallel.eval_rows import RankShare
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
-from longctx.training.trainer_base import LongContextTrainerBase
+from longctx.training.trainer_base import LongContextTrainerBase, wrap_selective_checkpointing
 
 
 def refuse_router_aux(trainer) -> None:
@@ -40,10 +40,10 @@ def refuse_router_aux(trainer) -> None:
     (longctx/config/rules/trainers/preference.py)."""
     from longctx.config.problems import error
     from longctx.config.recipe import RecipeError
-    from longctx.config.rules.trainers.preference import router_aux_problems
+    from longctx.config.rules.trainers.router_aux import router_aux_problems
 
     source = trainer.recipe.config_source
-    problems = router_aux_problems(trainer.args.router_aux_loss_coef, trainer.model.config.to_dict(), source)
+    problems = router_aux_problems(trainer.args.router_aux_loss_coef, trainer.model.config.to_dict(), source, "DPO")
     if trainer.aux_loss_enabled and not problems:  # TRL enables it where the rule saw nothing: refused all the same
         msg = f"is {trainer.router_aux_loss_coef} for this model; the long-context DPO trainer does not compute it"
         problems = [error(source, "router_aux_loss_coef", msg, "set `router_aux_loss_coef: 0`")]
@@ -76,6 +76,7 @@ class LongContextDPOTrainer(LongContextTrainerBase, DPOTrainer):
         # TRL builds a second model unless told the reference log-probs are precomputed; ours are computed on the
         # SP mesh in _prepare_for_training (TRL's own pass, `_precompute_ref_logps`, is a no-op here)
         config.precompute_ref_log_probs = config.reference_log_probs in ("precomputed", "none")
+        wrap_selective_checkpointing(kwargs["model"], config)  # SFTTrainer's own; TRL's DPO and GRPO skip it
         self.unprepared_reference = kwargs.get("ref_model")  # prepared in create_accelerator_and_postprocess
         super().__init__(*args, **kwargs)
         config.precompute_ref_log_probs = False

@@ -16,10 +16,20 @@ reward
   generate past the model's trained positions with the original rope.
 """
 
+from longctx.config.model.linear_layers import recurrent_layer_types
 from longctx.config.problems import Problem, error, warning
+from longctx.config.rules.attention.attention_patterns import recipe_model_config
 from longctx.config.rules.model_config import overrides_of
+from longctx.config.rules.trainers.router_aux import router_aux_problems
 from longctx.config.trainers.reward_functions import KEY, reward_functions
-from longctx.config.trainers.rl import LOSS_TYPES, REFUSED_MESH, REFUSED_OPTIONS, REFUSED_RECIPE_KEYS, REFUSED_UNDER_SP
+from longctx.config.trainers.rl import (
+    LOSS_TYPES,
+    REFUSED_MESH,
+    REFUSED_MODEL_FEATURES,
+    REFUSED_OPTIONS,
+    REFUSED_RECIPE_KEYS,
+    REFUSED_UNDER_SP,
+)
 
 VLLM_MODES = ("colocate", "server")
 
@@ -98,9 +108,22 @@ def _vllm_problems(recipe, config, source: str) -> list[Problem]:
     return problems
 
 
+def _model_problems(recipe, config, model, source: str) -> list[Problem]:
+    """The model features the trainer refuses when it is built (longctx/training/rl/support.py), seen here in the
+    model's config.json: the trainer once refused a Qwen3.5 or gpt-oss recipe at launch that validate had passed."""
+    model_config, name = recipe_model_config(recipe, model)
+    if model_config is None:  # not on disk yet: the trainer checks the model it builds
+        return []
+    problems = router_aux_problems(config.router_aux_loss_coef, model_config, source, "GRPO")
+    if recurrent_layer_types(model_config):
+        msg = f"{name}: {REFUSED_MODEL_FEATURES['linear_attention']}"
+        problems.append(error(source, "model_name_or_path", msg, "train it with `make sft` or `make dpo`"))
+    return problems
+
+
 def grpo_problems(recipe, config, model, topo, source: str) -> list[Problem]:
     """Every reason a `trainer: grpo` recipe cannot run (nothing for other trainers)."""
     if getattr(recipe, "trainer", "sft") != "grpo":
         return []
     problems = _listed_problems(recipe, config, topo, source) + _input_problems(recipe, config, source)
-    return problems + _vllm_problems(recipe, config, source)
+    return problems + _vllm_problems(recipe, config, source) + _model_problems(recipe, config, model, source)

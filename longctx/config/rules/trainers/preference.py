@@ -7,9 +7,9 @@ reference-free loss needs none, every other one needs one) and the memory (a sec
 ZeRO-3). TRL's own reference and weighting options that it does not compute are refused by name, never ignored.
 """
 
-from longctx.config.model.linear_layers import text_config
 from longctx.config.problems import Problem, error
 from longctx.config.rules.attention.attention_patterns import recipe_model_config
+from longctx.config.rules.trainers.router_aux import router_aux_problems
 from longctx.config.rules.zero import read_deepspeed_json, zero_section
 from longctx.config.trainers.preference import LABEL_SMOOTHED_LOSSES, LOSS_TYPES, REFERENCE_FREE_LOSSES, loss_types
 
@@ -61,25 +61,6 @@ def _loss_problems(args, source: str) -> list[Problem]:
         fix = "remove it, or use `loss_type: robust` (label_smoothing as the probability that a label is flipped)"
         return [error(source, "label_smoothing", msg, fix)]
     return []
-
-
-def router_aux_problems(coef: float | None, config: dict | None, source: str) -> list[Problem]:
-    """TRL 1.16's DPOTrainer adds `coef` x the MoE router's load-balancing loss to the DPO loss (`coef` unset: the
-    model config's `router_aux_loss_coef`, for a model that returns router logits); the long-context trainer does
-    not compute that term, so a non-zero effective coefficient is refused. `config`: the model's config dict (None
-    when not on disk: only an explicit coefficient is seen then; the trainer checks again on the built model)."""
-    text = text_config(config or {})
-    effective = coef if coef is not None else (text.get("router_aux_loss_coef") or 0.0)
-    if coef is None and "output_router_logits" not in text:
-        effective = 0.0  # a dense model: TRL enables no aux loss
-    if not effective:
-        return []
-    said = f"is {coef}" if coef is not None else f"is unset, so TRL takes the model config's {effective}"
-    msg = (
-        f"{said}: TRL adds that times the MoE router's load-balancing loss to the DPO loss, and the long-context DPO "
-        "trainer does not compute it (it would train without it)"
-    )
-    return [error(source, "router_aux_loss_coef", msg, "set `router_aux_loss_coef: 0` (DPO without the term)")]
 
 
 def _reference_problems(model, topo, ds: dict | None, source: str, args) -> list[Problem]:
@@ -151,5 +132,5 @@ def preference_problems(recipe, args, model, topo, source: str) -> list[Problem]
     ds = read_deepspeed_json(topo)
     problems = _data_problems(recipe, source) + _key_problems(args, source) + _loss_problems(args, source)
     problems += _prefix_sharing_problems(args, topo, source) + _reference_batch_problems(args, topo, source)
-    problems += router_aux_problems(args.router_aux_loss_coef, recipe_model_config(recipe, model)[0], source)
+    problems += router_aux_problems(args.router_aux_loss_coef, recipe_model_config(recipe, model)[0], source, "DPO")
     return problems + _reference_problems(model, topo, ds, source, args)
