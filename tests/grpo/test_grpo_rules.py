@@ -89,3 +89,13 @@ def test_rows_balanced_by_work_are_sft_only(trainer, recipe):
     assert "`balance_window`" in problems("--balance_window", "4", recipe=recipe)
     sft = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
     assert problems("--balance_rows", "work", "--balance_window", "4", recipe=sft) == ""
+
+
+def test_model_features_the_trainer_refuses_are_refused_before_launch():
+    """Qwen3.5's linear attention and gpt-oss's router aux term: the trainer refused them when built
+    (longctx/training/rl/support.py) after validate had passed them."""
+    assert "linear-attention layers (Qwen3.5's Gated DeltaNet)" in problems("--model_name_or_path", "Qwen/Qwen3.5-27B")
+    aux = problems("--model_name_or_path", "openai/gpt-oss-20b")
+    assert "`router_aux_loss_coef`: is unset, so TRL takes the model config's 0.9" in aux and "GRPO loss" in aux
+    coef_off = problems("--model_name_or_path", "openai/gpt-oss-20b", "--router_aux_loss_coef", "0.0")
+    assert "router_aux_loss_coef" not in coef_off
