@@ -76,7 +76,7 @@ class LongContextDPOTrainer(LongContextTrainerBase, DPOTrainer):
         # TRL builds a second model unless told the reference log-probs are precomputed; ours are computed on the
         # SP mesh in _prepare_for_training (TRL's own pass, `_precompute_ref_logps`, is a no-op here)
         config.precompute_ref_log_probs = config.reference_log_probs in ("precomputed", "none")
-        wrap_selective_checkpointing(kwargs["model"], config)  # SFTTrainer's own; TRL's DPO and GRPO skip it
+        wrap_selective_checkpointing(kwargs["model"], config)  # SFTTrainer's own; TRL's DPOTrainer skips it
         self.unprepared_reference = kwargs.get("ref_model")  # prepared in create_accelerator_and_postprocess
         super().__init__(*args, **kwargs)
         config.precompute_ref_log_probs = False

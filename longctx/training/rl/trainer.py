@@ -37,7 +37,7 @@ from longctx.training.rl.support import refuse_unsupported
 from longctx.training.rl.ulysses import attention_before_sp, local_attention
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
 from longctx.training.sequence_parallel.registration import rows_per_forward
-from longctx.training.trainer_base import LongContextTrainerBase, wrap_selective_checkpointing
+from longctx.training.trainer_base import LongContextTrainerBase
 
 
 class LongContextGRPOTrainer(LongContextTrainerBase, GRPOTrainer):
@@ -49,7 +49,6 @@ class LongContextGRPOTrainer(LongContextTrainerBase, GRPOTrainer):
     def __init__(self, *args, recipe, model_args, ref_model=None, **kwargs):
         self.recipe, self.model_args = recipe, model_args
         config = kwargs["args"]
-        wrap_selective_checkpointing(kwargs["model"], config)  # SFTTrainer's own; TRL's DPO and GRPO skip it
         beta, config.beta = config.beta, 0.0  # TRL would load a second model from the policy's path: reference.py
         try:
             super().__init__(*args, **kwargs)
