@@ -27,7 +27,7 @@ def test_the_tiny_recipe_passes():
         (("--loss_type", "ppo"), "`loss_type`"),
         (("--sync_ref_model", "true"), "`sync_ref_model`"),  # an option the trainer lists as not computed
         (("--pad_to_multiple_of", "1024"), "`pad_to_multiple_of`"),  # TRL's tensor padding: the rows are ours
-        (("--gradient_checkpointing", "true", "--gradient_checkpointing_kwargs", '{"selective": true}'), "`selective`"),
+        (("--gradient_checkpointing", "true", "--gradient_checkpointing_kwargs", '{"selective":true}'), "`selective`"),
         (("--entropy_coef", "0.01"), "`entropy_coef`"),  # refused under sp > 1 only (sp=3 here)
         (("--allow_cross_document_attention", "true"), "`allow_cross_document_attention`"),
         (("--prepare_data", "packed"), "`prepare_data`"),
