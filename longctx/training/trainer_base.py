@@ -32,18 +32,6 @@ from longctx.training.sequence_parallel.eval_rows import RankShare, sp_eval_data
 from longctx.training.sequence_parallel.mesh import sp_size
 
 
-def wrap_selective_checkpointing(model, args) -> None:
-    """TRL's selective activation checkpointing (`gradient_checkpointing_kwargs: {selective: true}`) for DPO, whose
-    TRL class does not read the key: TRL 1.16 applies its wrapper in SFTTrainer only, so under DPOTrainer the key
-    reached torch's checkpoint ("Unexpected keyword arguments: selective") at the first step. TRL's own wrapper,
-    applied as SFTTrainer applies it (before the Trainer enables checkpointing). GRPO refuses the key
-    (longctx/config/trainers/rl.py SELECTIVE_CHECKPOINTING)."""
-    from trl.models import enable_selective_activation_checkpointing
-
-    if args.gradient_checkpointing and (args.gradient_checkpointing_kwargs or {}).get("selective"):
-        enable_selective_activation_checkpointing(model)
-
-
 class LongContextTrainerBase:
     """The shared half of a long-context trainer; `self.recipe` (RecipeArguments) is set by the subclass."""
 

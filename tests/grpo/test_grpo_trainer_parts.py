@@ -40,17 +40,6 @@ def test_sp_only_refusals_hold_under_sp_only(key, fine, why, fix):
     assert f"`{key}`" in problem and "under sp=2" in problem and fix in problem
 
 
-def test_selective_checkpointing_is_refused_when_the_trainer_is_built():
-    """TRL's selective checkpointing under GRPO at sp=2 died in backward (a ZeRO-3 all-gather not in the saved ops'
-    storage): refused at any sp, full checkpointing kept."""
-    args = SimpleNamespace(**{k: f for k, f, *_ in REFUSED_OPTIONS + REFUSED_UNDER_SP}, loss_type="dapo")
-    args.gradient_checkpointing, args.gradient_checkpointing_kwargs = True, {"selective": True}
-    [problem] = option_problems(args, sp=1)
-    assert "`gradient_checkpointing_kwargs` asks for `selective`" in problem
-    args.gradient_checkpointing_kwargs = {"use_reentrant": False}
-    assert option_problems(args, sp=2) == []
-
-
 def test_a_loss_type_trl_does_not_have_is_refused():
     args = SimpleNamespace(**{k: f for k, f, *_ in REFUSED_OPTIONS}, loss_type="ppo")
     [problem] = option_problems(args, sp=1)

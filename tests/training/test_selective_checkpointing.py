@@ -127,10 +127,12 @@ def test_kept_attention_is_the_planned_term():
     assert abs((live[1] - live[0]) / planned - 1) <= 0.01, (live[1] - live[0], planned)
 
 
-def problems(selective=True, checkpointing=True, reentrant=None, peft=False, attention="sdpa", offload=False):
+def problems(
+    selective=True, checkpointing=True, reentrant=None, peft=False, attention="sdpa", offload=False, trainer="sft"
+):
     kwargs = {"selective": selective} | ({"use_reentrant": reentrant} if reentrant is not None else {})
     recipe = SimpleNamespace(tiled_mlp=False, tiled_mlp_shards=None, activation_checkpoint_offload=offload,
-                             model_config_source=None, model_config_overrides=None)  # fmt: skip
+                             model_config_source=None, model_config_overrides=None, trainer=trainer)  # fmt: skip
     sft = SimpleNamespace(activation_checkpointing=checkpointing, gradient_checkpointing=checkpointing,
                           gradient_checkpointing_kwargs=kwargs, use_liger_kernel=False, use_cpu=True)  # fmt: skip
     model = SimpleNamespace(use_peft=peft, attn_implementation=attention)
@@ -148,3 +150,13 @@ def test_rules_name_the_key_and_the_fix():
     assert "`eager` attention" in problems(attention="eager")[0]
     [offload] = problems(offload=True)
     assert offload.startswith("warning") and "on the GPU" in offload
+
+
+@pytest.mark.parametrize("trainer", ["dpo", "grpo"])
+def test_selective_checkpointing_is_sfts_alone(trainer):
+    """TRL applies its wrapper in SFTTrainer only: under DPO the key reached torch's checkpoint ("Unexpected keyword
+    arguments: selective"); applied by hand, its saved-op replay failed in backward under DPO (prefix sharing, a frozen
+    reference) and GRPO. Refused by name for both."""
+    [refused] = problems(trainer=trainer)
+    assert "gradient_checkpointing_kwargs.selective" in refused and f"{trainer.upper()} trainer" in refused
+    assert problems(selective=False, trainer=trainer) == []

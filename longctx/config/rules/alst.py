@@ -73,6 +73,14 @@ def selective_checkpointing_problems(recipe, args, model, topo, source: str, che
     kwargs = kwargs if isinstance(kwargs, dict) else {}
     if not kwargs.get("selective"):
         return []
+    trainer = getattr(recipe, "trainer", "sft")
+    if trainer != "sft":
+        msg = (
+            f"is SFT's: TRL 1.16 applies it in SFTTrainer only, and under the {trainer.upper()} trainer its saved-op "
+            "replay failed in backward (DPO with prefix sharing or a frozen reference at sp=1, GRPO at sp=2: "
+            "tests/parity/test_pairwise.py, tests/parity/test_grpo_parity.py)"
+        )
+        return [error(source, SELECTIVE, msg, "remove `selective` (full gradient checkpointing is proven)")]
     problems = []
     if not checkpointing:
         msg = "keeps attention's output inside checkpointed layers, so it needs gradient checkpointing"

@@ -92,23 +92,6 @@ REFUSED_UNDER_SP = (
 )
 
 # Model features the trainer refuses (the rules read model configs; the trainer checks the loaded model):
-# `gradient_checkpointing_kwargs: {selective: true}` (TRL's selective activation checkpointing), refused at any sp
-# as the trainer's other refusals are: (why, fix).
-SELECTIVE_CHECKPOINTING = (
-    (
-        "TRL's selective checkpointing replays a layer's saved ops in its backward, and under the GRPO trainer a "
-        "ZeRO-3 all-gather met in the recompute was not in its storage (tests/parity/test_grpo_parity.py, sp=2)"
-    ),
-    "remove `selective` (full gradient checkpointing is proven)",
-)
-
-
-def selective_checkpointing(args) -> bool:
-    """Whether the recipe asks for TRL's selective activation checkpointing."""
-    kwargs = getattr(args, "gradient_checkpointing_kwargs", None) or {}
-    return bool(getattr(args, "gradient_checkpointing", False) and kwargs.get("selective"))
-
-
 REFUSED_MODEL_FEATURES = {
     "router_aux_loss": "the MoE load-balancing loss of packed group rows is not computed; set `router_aux_loss_coef: "
     "0.0`",

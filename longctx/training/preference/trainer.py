@@ -31,7 +31,7 @@ from longctx.training.preference.metrics import exact_eval_loss, record
 from longctx.training.preference.reference import live_reference, reference_table
 from longctx.training.sequence_parallel.eval_rows import RankShare
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
-from longctx.training.trainer_base import LongContextTrainerBase, wrap_selective_checkpointing
+from longctx.training.trainer_base import LongContextTrainerBase
 
 
 def refuse_router_aux(trainer) -> None:
@@ -76,7 +76,6 @@ class LongContextDPOTrainer(LongContextTrainerBase, DPOTrainer):
         # TRL builds a second model unless told the reference log-probs are precomputed; ours are computed on the
         # SP mesh in _prepare_for_training (TRL's own pass, `_precompute_ref_logps`, is a no-op here)
         config.precompute_ref_log_probs = config.reference_log_probs in ("precomputed", "none")
-        wrap_selective_checkpointing(kwargs["model"], config)  # SFTTrainer's own; TRL's DPOTrainer skips it
         self.unprepared_reference = kwargs.get("ref_model")  # prepared in create_accelerator_and_postprocess
         super().__init__(*args, **kwargs)
         config.precompute_ref_log_probs = False

@@ -13,8 +13,6 @@ from longctx.config.trainers.rl import (
     REFUSED_OPTIONS,
     REFUSED_RECIPE_KEYS,
     REFUSED_UNDER_SP,
-    SELECTIVE_CHECKPOINTING,
-    selective_checkpointing,
 )
 
 
@@ -28,9 +26,6 @@ def option_problems(args, sp: int) -> list[str]:
             problems.append(f"`{key}` is {getattr(args, key)!r}{where}: {why}; {fix}")
     if args.loss_type not in LOSS_TYPES:
         problems.append(f"`loss_type` {args.loss_type!r} is not computed; use one of {', '.join(LOSS_TYPES)}")
-    if selective_checkpointing(args):
-        why, fix = SELECTIVE_CHECKPOINTING
-        problems.append(f"`gradient_checkpointing_kwargs` asks for `selective`: {why}; {fix}")
     return problems
 
 

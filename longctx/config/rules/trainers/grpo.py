@@ -29,8 +29,6 @@ from longctx.config.trainers.rl import (
     REFUSED_OPTIONS,
     REFUSED_RECIPE_KEYS,
     REFUSED_UNDER_SP,
-    SELECTIVE_CHECKPOINTING,
-    selective_checkpointing,
 )
 
 VLLM_MODES = ("colocate", "server")
@@ -47,9 +45,6 @@ def _listed_problems(recipe, config, topo, source: str) -> list[Problem]:
         value = getattr(holder, key, fine)
         if value != fine:
             problems.append(error(source, key, f"is {value!r}{where}: {why}", fix))
-    if selective_checkpointing(config):
-        why, fix = SELECTIVE_CHECKPOINTING
-        problems.append(error(source, "gradient_checkpointing_kwargs", f"asks for `selective`: {why}", fix))
     if topo.sp_ring_size > 1:
         fix = "use a Ulysses-only accelerate YAML (`parallelism_config_sp_ring_size: 1`)"
         problems.append(error(source, "accelerate_config", REFUSED_MESH["sp_ring_size"], fix))
