@@ -4,17 +4,13 @@ recipe the long-context GRPO trainer cannot run as written; the tiny recipe pass
 
 import pytest
 
-from longctx.config.recipe import RecipeError, parse_recipe
+from tests.helpers.recipe_rules import refusal
 
 TINY = "recipes/smollm2-135m/grpo-passkey-cpu-sp3.yaml"
 
 
 def problems(*overrides: str, recipe: str = TINY) -> str:
-    try:
-        parse_recipe(["--config", recipe, *overrides])
-    except RecipeError as exc:
-        return str(exc)
-    return ""
+    return refusal(recipe, *overrides)
 
 
 def test_the_tiny_recipe_passes():
