@@ -6,7 +6,7 @@ does). Greedy: the same tokens. Sampling from the same seed: the same draws, so 
 the prompts TRL hands over (copies of one prompt adjacent or not). Under the trainer's document isolation
 (the isolated sdpa registered) too. Each family row's model at tiny size as well (longctx/miniature.py): sliding
 windows and sinks (gpt-oss, Gemma 4), linear-attention state (Qwen3.5), all with the miniatures' `use_cache: false`,
-which once made every token after the first be sampled without its predecessors (gpt-oss greedy: 3 of 9 tokens
+with which decoding from the handed-over cache once missed the model's distribution (gpt-oss greedy: 3 of 9 tokens
 not the model's argmax), and Qwen3.5's cache could not be repeated (an AttributeError mid-run). SP generation (each
 rank its own prompts, attention local) is checked launched in tests/parity/test_grpo_parity.py.
 """

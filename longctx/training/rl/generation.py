@@ -16,9 +16,9 @@ its copies, and the copies decode together from it, where TRL's transformers pat
 vLLM's prefix caching on GPUs does). The model is in eval mode while sampling (no dropout: as vLLM samples).
 A cache with a layer that cannot repeat its batch (the linear-attention state of Qwen3.5 / Qwen3-Next:
 transformers' `LinearAttentionLayer` has no `batch_repeat_interleave`) is prefilled with the G copies instead.
-`generate` is told `use_cache=True`: a training config's `use_cache: false` (the miniatures', or one saved after
-gradient checkpointing) would otherwise leave the handed-over cache unextended while `generate` still feeds it one
-new token a step, so every token after the first was sampled without the tokens generated before it.
+`generate` is told `use_cache=True`: with a training config's `use_cache: false` (the miniatures', or one saved after
+gradient checkpointing) decoding from the handed-over cache did not sample the model's distribution (gpt-oss greedy:
+3 of 9 tokens not the model's argmax).
 """
 
 import torch
