@@ -104,7 +104,8 @@ def split_rows(rows) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
 def token_log_probs(model, ids: np.ndarray, labels: np.ndarray) -> torch.Tensor:
     """log p of every label token of one sequence run alone (positions 1.. predicted from the ones before)."""
     x = torch.tensor(ids[None], dtype=torch.long)
-    logits = model(input_ids=x).logits[0, :-1].float()
+    logits = model(input_ids=x).logits[0, :-1]
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # float64 stays float64
     target = torch.tensor(labels[1:], dtype=torch.long)
     keep = target != -100
     return logits.log_softmax(-1)[keep].gather(-1, target[keep, None])[:, 0]
@@ -155,8 +156,9 @@ def reference_run(model, loss_of, steps: int) -> tuple[list[float], list[float],
     return losses, norms, weights
 
 
-def plain_model(folder: Path, lora: dict | None):
-    """The starting model in plain transformers (eager attention), with TRL's LoRA adapter from the same seed."""
+def plain_model(folder: Path, lora: dict | None, dtype=torch.float32):
+    """The starting model in plain transformers (eager attention), with TRL's LoRA adapter from the same seed; built
+    in float32 (the saved weights, the adapter's draws) and then cast to `dtype`."""
     from transformers import AutoModelForCausalLM, set_seed
 
     model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32)
@@ -167,4 +169,4 @@ def plain_model(folder: Path, lora: dict | None):
         config = LoraConfig(r=lora["lora_r"], lora_alpha=lora["lora_alpha"], lora_dropout=0.0, bias="none")
         config.target_modules, config.task_type = set(lora["lora_target_modules"]), "CAUSAL_LM"
         model = get_peft_model(model, config)
-    return model
+    return model.to(dtype)
