@@ -22,7 +22,8 @@ G, STEPS, ITERATIONS, LR, BETA, EPSILON, TEMPERATURE, SEED = 4, 3, 2, 0.5, 0.2, 
 
 def token_log_probs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
     ids = torch.tensor([prompt + completion])
-    logits = model(input_ids=ids).logits[0, :-1].float() / TEMPERATURE
+    logits = model(input_ids=ids).logits[0, :-1]
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / TEMPERATURE  # float64 stays float64
     picked = logits.log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0]
     return picked[len(prompt) - 1 :]
 
@@ -63,15 +64,19 @@ def with_adapter(model, lora_args: tuple):
     return get_peft_model(model, get_peft_config(model_args))
 
 
-def by_hand(model_dir: Path, generations, loss_type: str, lora_args: tuple = (), steps: int = STEPS):
+def by_hand(
+    model_dir: Path, generations, loss_type: str, lora_args: tuple = (), steps: int = STEPS, dtype=torch.float32
+):
     """(per-step losses, gradient norms, final trained weights) of STEPS SGD steps of the loss written out above;
-    with `lora_args`, of a LoRA adapter (the reference is then the base model: the adapter switched off)."""
+    with `lora_args`, of a LoRA adapter (the reference is then the base model: the adapter switched off). Built in
+    float32 (the saved weights, the adapter's draws), then run in `dtype`."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
     reference = copy.deepcopy(model).requires_grad_(False)  # the starting weights: also the base under LoRA
     if lora_args:
         model = with_adapter(model, lora_args)
+    model, reference = model.to(dtype), reference.to(dtype)
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.SGD(trained, lr=LR)
     losses, norms = [], []

@@ -149,24 +149,39 @@ def prepare_prompts(argv: list[str]) -> None:
 runs = run_cache("grpo_parity", write_inputs, one_run)
 
 
-def relative(a: list[float], b: list[float]) -> float:
-    """The largest difference over the steps relative to the reference's largest value (a `grpo` loss at step 1 is
-    a mean of zero-mean advantages, ~1e-7: relative to itself its float noise would look large)."""
-    return max(abs(x - y) for x, y in zip(a, b, strict=True)) / max(abs(y) for y in b)
+def beyond(run: list[float], fp32: list[float], exact: list[float]) -> float:
+    """How far the run is from the float64 reference beyond K x the float32 reference's own distance from it, at
+    the worst step, relative to the reference's largest value (a `grpo` loss at step 1 is a mean of zero-mean
+    advantages, ~1e-7: relative to itself its float noise would look large)."""
+    worst = max(max(0.0, abs(x - e) - K * abs(f - e)) for x, f, e in zip(run, fp32, exact, strict=True))
+    return worst / max(abs(e) for e in exact)
+
+
+# The reference runs in float32 and float64; a run is compared with the float64 one beyond K times the float32 one's
+# own distance from it. Gemma 4's miniature needed it: its fp32 gradients are ~1e-5 relative from float64 in plain
+# transformers itself, and ratios near the clip bound turn such differences into whole clipped tokens (at lr 0.05
+# its weights were 6.7e-5 from a float32 reference after a 0.093 move).
+K = 4
 
 
 def compare(runs, run: Run, loss_type: str, lora_args: tuple = (), family: str = "") -> dict:
-    """The worst relative differences of the run against the reference (loss, grad norm) and absolute of weights."""
+    """The worst relative differences of the run against the reference (loss, grad norm) and absolute of weights,
+    each beyond K x the float32 reference's own distance from the float64 one."""
     assert len(run.generations) == -(-STEPS // ITERATIONS)
     model = model_dir(runs.data, family)
     losses, norms, weights = by_hand(model, run.generations, loss_type, lora_args)
+    losses64, norms64, weights64 = by_hand(model, run.generations, loss_type, lora_args, dtype=torch.float64)
     start = by_hand(model, run.generations, loss_type, lora_args, steps=0)[2]
-    weights, start = ({k.replace("language_model.", ""): v for k, v in w.items()} for w in (weights, start))
+    weights, weights64, start = ({k.replace("language_model.", ""): v for k, v in w.items()}
+                                 for w in (weights, weights64, start))  # fmt: skip
+    off = {k: (run.weights[k].double() - weights64[k]).abs().max().item() for k in run.weights}
+    fp32_off = {k: (weights[k].double() - weights64[k]).abs().max().item() for k in run.weights}
     return {
-        "loss": relative([row["loss"] for row in run.history], losses),
-        "grad_norm": relative([row["grad_norm"] for row in run.history], norms),
-        "weights": max((run.weights[k] - weights[k]).abs().max().item() for k in run.weights),
+        "loss": beyond([row["loss"] for row in run.history], losses, losses64),
+        "grad_norm": beyond([row["grad_norm"] for row in run.history], norms, norms64),
+        "weights": max(max(0.0, off[k] - K * fp32_off[k]) for k in run.weights),
         "moved": max((weights[k] - start[k]).abs().max().item() for k in run.weights),
+        "fp32_weights": max(fp32_off.values()),
         "reference_losses": losses,
     }
 
