@@ -72,7 +72,9 @@ def by_hand(
     float32 (the saved weights, the adapter's draws), then run in `dtype`."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(  # MoE experts as a loop: torch's grouped GEMM has no float64
+        model_dir, dtype=torch.float32, attn_implementation="eager", experts_implementation="eager"
+    )
     reference = copy.deepcopy(model).requires_grad_(False)  # the starting weights: also the base under LoRA
     if lora_args:
         model = with_adapter(model, lora_args)

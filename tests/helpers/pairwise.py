@@ -161,7 +161,9 @@ def plain_model(folder: Path, lora: dict | None, dtype=torch.float32):
     in float32 (the saved weights, the adapter's draws) and then cast to `dtype`."""
     from transformers import AutoModelForCausalLM, set_seed
 
-    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(  # MoE experts as a loop: torch's grouped GEMM has no float64
+        folder, attn_implementation="eager", dtype=torch.float32, experts_implementation="eager"
+    )
     if lora:
         from peft import LoraConfig, get_peft_model
 
