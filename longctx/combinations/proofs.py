@@ -57,12 +57,9 @@ PROOFS: tuple[Proof, ...] = (
         "checkpointing=full",
         "prefix=on",
     ),
+    proof(GRPO_FAMILY + "[gemma4-sp2-documents-dapo]", "trainer=grpo", "family=gemma4", "prefix=off"),
 )
 
 # Values whose accepted pairs nothing above or in the pairwise runs proves yet, each with why: the map shows their
 # pairs as unproven with this reason, and tests/parity/test_combinations.py fails on any other unproven pair.
-GAPS = {
-    "trainer=grpo": "the pairwise runs train SFT and DPO only (a GRPO run's reference replays its generations, "
-    "tests/parity/test_grpo_parity.py, whose cases prove GRPO's other pairs); Gemma 4 under GRPO differs from that "
-    "reference by ~7e-4 of its update (docs/tests.md), not yet explained",
-}
+GAPS: dict[str, str] = {}  # none left: GRPO's pairs are proven by its parity cases (issue 39)
