@@ -278,6 +278,13 @@ def greedy(model, prompt: list[int]) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    raises=Exception,
+    reason="known bug, found 2026-12-07: a GRPO recipe whose eval batch fills a prompt group only across the launch's "
+    "ranks (here 2 a rank x 2 ranks = G) is refused by an in-process parse (`make data`, this test's prompt "
+    "preparation), where TRL's GRPOConfig checks the eval batch at world size 1",
+)
 def test_sp_ranks_generate_their_own_prompts_and_train_the_union(runs):
     """At sp=2 (greedy decoding, one step): rank 0 samples all 4 completions of the first prompt and rank 1 those of
     the second, nothing twice; each completion is what plain transformers generates from the starting weights (so
