@@ -15,6 +15,7 @@ import pytest
 
 from longctx.config.paths import launch_path
 from tests.helpers import OFFLINE, REPO, TORCH_EXTENSIONS_DIR
+from tests.helpers.worker_groups import mark_groups
 from tests.helpers.zygote import wait_ready, write_client
 
 os.environ.update(OFFLINE, TORCH_EXTENSIONS_DIR=TORCH_EXTENSIONS_DIR)
@@ -32,6 +33,12 @@ def pytest_sessionstart(session):
         import matplotlib.font_manager  # noqa: F401
     except ImportError:
         pass
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Tests sharing a launched run stay on one xdist worker (tests/helpers/worker_groups.py)."""
+    mark_groups(items)
 
 
 def _refuse_for(nodeid: str):
