@@ -37,7 +37,9 @@ def conversation(rng: random.Random) -> list[dict]:
 
 def pair(rng: random.Random) -> dict:
     key, wrong = (str(rng.randrange(10_000, 100_000)) for _ in range(2))
-    user = haystack(rng, rng.randint(2, 12), key) + "\n\nWhat is the pass key?"
+    # 1-4 sentences: a pair without a shared prefix is two documents (prompt+chosen, prompt+rejected), and its row
+    # must fit the rehearsal's 256 tokens, or `long_document_policy: drop` refuses the data (max_dropped_fraction)
+    user = haystack(rng, rng.randint(1, 4), key) + "\n\nWhat is the pass key?"
     return {
         "prompt": [{"role": "user", "content": user}],
         "chosen": [{"role": "assistant", "content": f"The pass key is {key}."}],
