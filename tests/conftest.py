@@ -73,6 +73,8 @@ def launch_zygote(tmp_path_factory):
     argv = [sys.executable, "-m", "tests.helpers.zygote", "serve", sock]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO, start_new_session=True)
     ready = wait_ready(proc.stdout)
+    if not ready:  # stuck or dead: every launch then starts its ranks as before
+        proc.kill()
     yield write_client(str(folder), sock, dict(os.environ)) if ready else None
     proc.terminate()
     proc.wait(timeout=30)

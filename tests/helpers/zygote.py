@@ -110,9 +110,18 @@ sys.exit(status)
 """
 
 
-def wait_ready(stdout) -> bool:
-    """Whether the zygote's stdout said "ready" (libraries may print before it: DeepSpeed's accelerator line)."""
-    return any(line.strip() == "ready" for line in iter(stdout.readline, ""))
+def wait_ready(stdout, timeout: float = 600) -> bool:
+    """Whether the zygote's stdout said "ready" (libraries may print before it: DeepSpeed's accelerator line) within
+    `timeout` seconds; a zygote stuck importing must not hang the session (its launches then start fresh ranks)."""
+    import threading
+
+    said = []
+    reader = threading.Thread(
+        target=lambda: said.append(any(line.strip() == "ready" for line in iter(stdout.readline, ""))), daemon=True
+    )
+    reader.start()
+    reader.join(timeout)
+    return bool(said and said[0])
 
 
 def write_client(folder: str, sock: str, env: dict) -> str:
@@ -218,12 +227,27 @@ def watch_client(pid: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def watch_parent(parent: int) -> None:
+    """The zygote ends when the test session that started it is gone (a killed pytest or xdist worker): it runs in
+    its own session, so no signal of the parent's reaches it, and nothing else would stop it."""
+    import threading
+    import time
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def serve(sock_path: str) -> None:
     """Import the stack once, then fork one child per job; tell each client its child's pid and exit status."""
     import importlib
     import threading
 
-    for name in PRELOAD:
+    watch_parent(os.getppid())
+    for name in os.environ.get("ZYGOTE_PRELOAD", ",".join(PRELOAD)).split(","):  # tests of the hand-over: `json`
         importlib.import_module(name)
     base_path = [p for p in sys.path if p and p != os.getcwd()]
     server = socket.socket(socket.AF_UNIX)

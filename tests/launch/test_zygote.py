@@ -115,3 +115,49 @@ def test_a_pythonpath_with_startup_code_or_a_shadowing_package_runs_the_real_int
     (tmp_path / "shadow" / "transformers").mkdir(parents=True)
     proc = run(client, folder, "rank.py", env={"PYTHONPATH": str(tmp_path / "shadow")})
     assert proc.returncode == 0 and fallbacks(folder).splitlines()[-1].endswith("shadow holds transformers")
+
+
+def test_waiting_for_a_zygote_that_never_says_ready_gives_up():
+    """A zygote stuck importing must not hang the session: the fixture then starts every rank fresh."""
+    read, write = os.pipe()
+    with os.fdopen(read) as stdout, os.fdopen(write, "w"):
+        assert wait_ready(stdout, timeout=0.5) is False
+    read, write = os.pipe()
+    with os.fdopen(read) as stdout, os.fdopen(write, "w") as pipe:
+        pipe.write("DeepSpeed's accelerator line\nready\n")
+        pipe.flush()
+        assert wait_ready(stdout, timeout=30) is True
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a parent that will not reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.subprocess
+def test_the_zygote_ends_when_the_session_that_started_it_is_killed(tmp_path):
+    """A killed pytest (or xdist worker) left its zygote running for the rest of the machine's life."""
+    sock = tmp_path / "z.sock"
+    start = "import subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'tests.helpers.zygote', 'serve', "
+    start += "sys.argv[1]], stdout=subprocess.DEVNULL); print(p.pid, flush=True); p.wait()"
+    env = {**os.environ, "ZYGOTE_PRELOAD": "json"}
+    session = subprocess.Popen([sys.executable, "-c", start, str(sock)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    zygote = int(session.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sock.exists() and alive(zygote)
+    session.kill()
+    session.wait()
+    deadline = time.monotonic() + 15
+    while alive(zygote) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    still = alive(zygote)
+    if still:
+        os.kill(zygote, signal.SIGKILL)
+    assert not still, "the zygote outlived the session that started it"
