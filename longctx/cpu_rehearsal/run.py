@@ -15,7 +15,6 @@ sp=1       the same miniature on one process: its loss and grad norm at every st
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import yaml
 
 from longctx.config.paths import REPO_ROOT, entrypoint
 from longctx.cpu_rehearsal.derive import SAVE_AT, STEPS, Derived
-from longctx.launch.accelerate_launch import accelerate_argv, free_port, read_mesh, run
+from longctx.launch.accelerate_launch import accelerate_argv, free_port, python_exec, read_mesh, run
 from longctx.preflight.checks.toolchain import uses_cpu_adam
 
 LOSS_RTOL = 1e-4  # the resume's repeat of a step (fp32)
@@ -195,7 +194,7 @@ def compare_sp1(derived: Derived, sp1: Derived, work: Path, first: Path) -> None
     """The same miniature, data and seed on one process for the rehearsal's STEPS steps: every step's loss and grad
     norm must equal the first (uninterrupted) SP run's, whose log `first` saved before the resume overwrote it."""
     recipe = write_files(sp1, work, "-sp1")
-    command("prepare (sp=1)", [sys.executable, "-m", "longctx", "data", str(recipe)])
+    command("prepare (sp=1)", [python_exec(), "-m", "longctx", "data", str(recipe)])
     launch("train (sp=1)", sp1, recipe, "--save_strategy", "no")
     base = Path(sp1.recipe["output_dir"])
     runs = {key: (losses(base, key), losses(first, key)) for key in ("loss", "grad_norm")}
@@ -212,8 +211,8 @@ def compare_sp1(derived: Derived, sp1: Derived, work: Path, first: Path) -> None
 
 def rehearse(derived: Derived, sp1: Derived | None, work: Path) -> None:
     recipe = write_files(derived, work)
-    command("preflight", [sys.executable, "-m", "longctx", "validate", str(recipe), "--this-machine"])
-    command("prepare", [sys.executable, "-m", "longctx", "data", str(recipe)])
+    command("preflight", [python_exec(), "-m", "longctx", "validate", str(recipe), "--this-machine"])
+    command("prepare", [python_exec(), "-m", "longctx", "data", str(recipe)])
     first = train_and_resume(derived, recipe, work)
     load_back(recipe)
     if derived.recipe.get("trainer") == "grpo":

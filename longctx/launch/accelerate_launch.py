@@ -25,8 +25,8 @@ from pathlib import Path
 from longctx.config.credentials import redact_argv
 from longctx.config.paths import launch_path
 
-ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
-SUPERVISOR = [sys.executable, "-m", "longctx.launch.supervise"]  # accelerate's launcher in-process, plus faults
+ACCELERATE = ("-m", "accelerate.commands.launch")
+SUPERVISOR = ("-m", "longctx.launch.supervise")  # accelerate's launcher in-process, plus faults
 REFUSED_FLAGS = ("--cpu", "--use_deepspeed")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -38,25 +38,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def python_exec() -> str:
+    """The interpreter of every Python process a launch starts (accelerate's launcher, data preparation, the
+    rehearsal's steps): PYTHON_EXEC where it is set, the variable torch's elastic agent starts each rank with (a
+    cluster's wrapper; the test session's warm zygote, tests/helpers/zygote.py), else this one."""
+    return os.environ.get("PYTHON_EXEC") or sys.executable
+
+
 def accelerate_argv(config_file: str | None, target: list[str], launch_flags=(), port: int | None = None) -> list[str]:
     """`accelerate launch [--config_file X] [flags] [--main_process_port P] target...` as an argv to exec."""
     refused = [f for f in launch_flags if f.split("=")[0] in REFUSED_FLAGS]
     if refused:
         raise ValueError(f"{refused}: --cpu turns DeepSpeed off and --use_deepspeed can drop the YAML's SP keys")
-    argv = [*ACCELERATE, *(["--config_file", str(config_file)] if config_file else []), *launch_flags]
+    argv = [python_exec(), *ACCELERATE, *(["--config_file", str(config_file)] if config_file else []), *launch_flags]
     return argv + (["--main_process_port", str(port)] if port is not None else []) + list(target)
 
 
 def supervised(argv: list[str]) -> list[str]:
     """The same launch as a training run's launcher (longctx/launch/supervise.py: accelerate's own launcher in this
     process, plus preemption forwarding, one exit status per outcome and the name of a rank that died)."""
-    return SUPERVISOR + argv[len(ACCELERATE) :] if argv[: len(ACCELERATE)] == ACCELERATE else argv
+    return [argv[0], *SUPERVISOR, *argv[3:]] if tuple(argv[1:3]) == ACCELERATE else argv
 
 
 def shown(argv: list[str]) -> str:
     """The line as a person types it (`accelerate launch ...`), every secret masked."""
-    if argv[: len(ACCELERATE)] in (ACCELERATE, SUPERVISOR):
-        argv = ["accelerate", "launch", *argv[len(ACCELERATE) :]]
+    if tuple(argv[1:3]) in (ACCELERATE, SUPERVISOR):
+        argv = ["accelerate", "launch", *argv[3:]]
     return shlex.join(redact_argv(argv))
 
 

@@ -6,15 +6,15 @@ cache hit the child only reads the manifest's key; a miss tokenizes and packs be
 """
 
 import subprocess
-import sys
 
 from longctx.config.paths import display_path
 from longctx.config.recipe import RecipeError
+from longctx.launch.accelerate_launch import python_exec
 
 
 def data_prep_argv(recipe: str, flags: list[str], overrides: list[str]) -> list[str]:
     """`python -m data_prep --recipe R [flags] -- overrides`: what `python -m longctx data R` runs."""
-    return [sys.executable, "-m", "data_prep", "--recipe", recipe, *flags, "--", *overrides]
+    return [python_exec(), "-m", "data_prep", "--recipe", recipe, *flags, "--", *overrides]
 
 
 def preflight_here(recipe: str, overrides: list[str], num_nodes: int | None = None, reads_dataset: bool = True):

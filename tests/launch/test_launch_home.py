@@ -84,3 +84,20 @@ def test_the_miniature_splits_heads_over_sp_as_the_real_run_does():
     mini = miniature_config(llama8b, 4)
     assert (mini["num_hidden_layers"], mini["vocab_size"], mini["use_cache"]) == (2, 256, False)
     assert mini["bos_token_id"] is None and mini["rope_scaling"] == llama8b["rope_scaling"]
+
+
+def test_every_python_a_launch_starts_runs_under_python_exec(monkeypatch):
+    """PYTHON_EXEC, which torch's agent starts ranks with, starts accelerate's launcher and data preparation too
+    (the test session's warm zygote serves them all); the line shown stays `accelerate launch ...`."""
+    from longctx.launch.accelerate_launch import shown, supervised
+    from longctx.launch.prepare import data_prep_argv
+
+    monkeypatch.setenv("PYTHON_EXEC", "/opt/wrapper/python")
+    argv = accelerate_argv("accelerate_configs/cpu-sp2.yaml", ["recipes/sft.py"], port=29501)
+    assert argv[:3] == ["/opt/wrapper/python", "-m", "accelerate.commands.launch"]
+    assert supervised(argv)[:3] == ["/opt/wrapper/python", "-m", "longctx.launch.supervise"]
+    assert supervised(argv)[3:] == argv[3:]
+    assert shown(supervised(argv)).startswith("accelerate launch --config_file accelerate_configs/cpu-sp2.yaml")
+    assert data_prep_argv("r.yaml", [], [])[0] == "/opt/wrapper/python"
+    monkeypatch.delenv("PYTHON_EXEC")
+    assert accelerate_argv(None, ["x.py"])[0] == sys.executable
