@@ -17,7 +17,9 @@ ARGS ?=
 FLAGS ?=
 CHECKPOINT ?=
 PYTEST_ARGS ?=
-LONGCTX := $(PY) -m longctx
+# PYTHON_EXEC (torch's variable for the ranks' interpreter) starts the commands too, as it starts every Python a
+# launch starts (longctx/launch/accelerate_launch.py `python_exec`): the test session's warm zygote serves them.
+LONGCTX := $(or $(PYTHON_EXEC),$(PY)) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 

@@ -76,7 +76,7 @@ if mine.get("DS_ACCELERATOR") == {ds_default!r}:
     del mine["DS_ACCELERATOR"]
 def fallback(why):  # the real interpreter, as without the zygote; why, in the zygote's folder
     with open(os.path.join(os.path.dirname(SOCK), "fallbacks.log"), "a") as log:
-        log.write(f"{{' '.join(args)[:200]}}: {{why}}\n")
+        log.write(f"{{' '.join(args[:4])[:200]}}: {{why}}\n")  # script and command: no argument (a token?)
     os.execv(REAL, [REAL, *args])
 if not rest or rest[0].startswith("-"):
     fallback("interpreter flags")
