@@ -43,7 +43,7 @@ def spawn_ranks(
     for rank in range(world_size):
         rank_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank), **(env or {})}
         with open(out / f"rank{rank}.stdout", "w") as stdout, open(out / f"rank{rank}.stderr", "w") as stderr:
-            cmd = [sys.executable, "-m", worker, str(out), *args]
+            cmd = [os.environ.get("PYTHON_EXEC") or sys.executable, "-m", worker, str(out), *args]  # the zygote
             procs.append(subprocess.Popen(cmd, cwd=REPO, env=rank_env, stdout=stdout, stderr=stderr))
     codes = wait_all(procs, timeout)
     files = [out / f"rank{rank}.json" for rank in range(world_size)]
