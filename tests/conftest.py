@@ -38,7 +38,7 @@ def pytest_sessionstart(session):
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Tests sharing a launched run stay on one xdist worker (tests/helpers/worker_groups.py)."""
-    mark_groups(items)
+    mark_groups(config, items)
 
 
 def _refuse_for(nodeid: str):

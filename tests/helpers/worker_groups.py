@@ -13,12 +13,12 @@ PER_WORKER = {"launch_zygote"}  # each worker's own warm zygote: sharing it is w
 
 
 def shared_fixtures(item) -> list[str]:
-    """The module- or session-scoped fixtures of ours in the test's closure, as `module::name` keys."""
+    """The module- or session-scoped fixtures of ours in the test's closure, as `where::name` keys."""
     keys = []
     for name, defs in item._fixtureinfo.name2fixturedefs.items():
         last = defs[-1]
-        module = getattr(last.func, "__module__", "") or ""
-        if last.scope in ("module", "session") and module.startswith("tests") and name not in PER_WORKER:
+        ours = bool(last.baseid)  # defined in a test module or conftest; pytest's and plugins' have no base id
+        if last.scope in ("module", "session") and ours and name not in PER_WORKER:
             where = item.nodeid.split("::")[0] if last.scope == "module" else last.baseid  # a session one: its home
             keys.append(f"{where}::{name}")
     return keys
@@ -38,11 +38,25 @@ def group_items(items) -> dict[str, str]:
     for keys in keyed.values():
         for key in keys[1:]:
             parent[find(key)] = find(keys[0])
-    return {nodeid: find(keys[0]) for nodeid, keys in keyed.items() if keys}
+    # the group's name: its root key without "::" (it ends up in reported nodeids, which tools split at "::")
+    return {nodeid: find(keys[0]).removeprefix("tests/").replace("::", ":") for nodeid, keys in keyed.items() if keys}
 
 
-def mark_groups(items) -> None:
+def mark_groups(config, items) -> None:
     groups = group_items(items)
     for item in items:
         if item.nodeid in groups:
             item.add_marker(pytest.mark.xdist_group(name=groups[item.nodeid]))
+            if config.getoption("loadgroup", False):
+                carry_group(item, groups[item.nodeid])
+
+
+def carry_group(item, group: str) -> None:
+    """The group as xdist's scheduler reads it, a `@group` suffix of the nodeid the worker reports.
+
+    xdist 3.8.0 writes the suffix into `item._nodeid`, which pytest 9.2 no longer reads (its nodeid is the structured
+    `item._id`), so every group was silently ignored (pytest-dev/pytest-xdist#1386; the fix, #1388, is not
+    released). This is that fix, on the pinned versions: tests/launch/test_worker_groups.py fails without it."""
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{group}")
