@@ -2,8 +2,8 @@
 
 Each case trains tests/recipes/resume.yaml for 6 steps (checkpoint-3), checks that resuming on the new mesh is
 refused until converted, converts, resumes to step 6 and compares the losses with the uninterrupted run. Every
-rank records a fingerprint of the input shard of each step (tests/helpers/resume_probe.py), so the resumed steps
-are checked to train exactly the uninterrupted run's rows.
+rank records the input shard of each step (tests/helpers/resume_probe.py); joined per SP group into whole rows, they
+check that the resumed steps train exactly the uninterrupted run's rows, whatever the mesh.
 
 Default tier: sp=2 x dp=2 -> sp=2 (dp 2 -> 1). The saved run trains 2 rows per optimizer step; at dp=1 with the
 recipe's accumulation 1 a step would train 1, so the resume is refused naming `--gradient_accumulation_steps 2`
@@ -12,7 +12,9 @@ same rows at every step. Slow: sp=2 -> sp=1 (the default tier converts a second-
 resumes it at sp=1 in tests/checkpoints/test_resume_epochs.py) and sp=4 -> sp=2.
 """
 
+import hashlib
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -32,14 +34,26 @@ CASES = {  # name: (saving config, resuming config, accumulation that keeps the 
 }
 
 
-def step_rows(probe) -> dict[int, Counter]:
-    """{step: the input-shard fingerprints all ranks trained on in that step}: which rows a step saw, on any mesh."""
-    rows: dict[int, Counter] = {}
+def step_rows(probe, sp: int) -> dict[int, Counter]:
+    """{step: a fingerprint of each whole row trained in that step}: which rows a step saw, on any mesh. A row is
+    its SP group's shards (consecutive ranks, each a contiguous slice of the sequence) joined in rank order; the
+    shards' own fingerprints differ between meshes by construction."""
+    shards: dict[tuple, dict[int, list[int]]] = {}
     for path in probe.glob("rank*.jsonl"):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            rows.setdefault(record["step"], Counter())[record["input_ids"]] += 1
+        rank, micro = int(path.stem[4:]), Counter()
+        for record in map(json.loads, path.read_text().splitlines()):
+            key = (record["step"], rank // sp, micro[record["step"]])  # step, SP group, micro-step within the step
+            micro[record["step"]] += 1
+            shards.setdefault(key, {})[rank % sp] = record["ids"]
+    rows: dict[int, Counter] = {}
+    for (step, _, _), parts in shards.items():
+        row = [token for position in sorted(parts) for token in parts[position]]
+        rows.setdefault(step, Counter())[hashlib.sha256(json.dumps(row).encode()).hexdigest()[:16]] += 1
     return rows
+
+
+def sp_of(config: str) -> int:
+    return int(re.search(r"sp(\d+)", config).group(1))
 
 
 def refused_until(resume: list[str], accumulation: int | None) -> list[str]:
@@ -82,10 +96,12 @@ def test_checkpoint_resumes_on_another_mesh_through_the_universal_format(tmp_pat
     resumed = accelerate_launch(resuming, PROBE, resume, env={"PROBE_DIR": str(tmp_path / "probe-resumed")})
     assert_ok(resumed)
     assert "loading its universal checkpoint" in resumed.stdout
-    saved_rows, resumed_rows = step_rows(tmp_path / "probe-saved"), step_rows(tmp_path / "probe-resumed")
+    saved_rows = step_rows(tmp_path / "probe-saved", sp_of(saving))
+    resumed_rows = step_rows(tmp_path / "probe-resumed", sp_of(resuming))
     assert sorted(resumed_rows) == [4, 5, 6]
     for step in (4, 5, 6):  # the same rows (every shard of each), whatever mesh computed them
         assert resumed_rows[step] == saved_rows[step], f"step {step} trained other rows after the resume"
+    assert resumed_rows[4] != saved_rows[5]  # the comparison can fail: another step's rows differ
     before = {row["step"]: row["loss"] for row in log_history(tmp_path / "saved")}
     after = {row["step"]: row["loss"] for row in log_history(tmp_path / "resumed") if row["step"] > 3}  # not restored
     assert sorted(after) == [4, 5, 6]

@@ -1,9 +1,10 @@
 """recipes/sft.py, unchanged, plus two test probes set by environment variables:
 
 - PROBE_DIR: every rank appends one line per optimizer step to PROBE_DIR/rank{r}.jsonl with the global
-  step it is computing, a fingerprint of the input_ids shard it received and the number of label tokens in
-  it, so tests can compare the data order of an uninterrupted run with that of a resumed one, and check how
-  label tokens fall across shards and micro-batches.
+  step it is computing, a fingerprint of the input_ids shard it received, the shard's ids (an SP group's ranks
+  hold a row's slices in order, so rows compare across meshes) and the number of label tokens in it, so tests
+  can compare the data order of an uninterrupted run with that of a resumed one, and check how label tokens
+  fall across shards and micro-batches.
 - PROBE_KILL_RANK / PROBE_KILL_STEP: that rank SIGKILLs itself on entering that step (a preempted or
   crashed worker), mid-run and without any cleanup.
 - PROBE_SIGNAL_RANK / PROBE_SIGNAL_STEP / PROBE_SIGNAL (SIGTERM or SIGUSR1) / PROBE_SIGNAL_TO (`launcher`, the
@@ -41,7 +42,8 @@ def probed_training_step(self, model, inputs, *args, **kwargs):
         labels = inputs.get("shift_labels", inputs.get("labels"))
         label_tokens = int((labels != -100).sum()) if labels is not None else None
         with open(Path(os.environ["PROBE_DIR"]) / f"rank{rank}.jsonl", "a") as f:
-            f.write(json.dumps({"step": step, "input_ids": digest, "label_tokens": label_tokens}) + "\n")
+            record = {"step": step, "input_ids": digest, "label_tokens": label_tokens, "ids": ids.flatten().tolist()}
+            f.write(json.dumps(record) + "\n")
     return original_training_step(self, model, inputs, *args, **kwargs)
 
 
