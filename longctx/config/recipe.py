@@ -284,6 +284,31 @@ def _argparse_problem(text: str, source: str) -> Problem:
     return error("command line", key, last.split("error: ", 1)[-1], f"see `python recipes/sft.py --help` ({source})")
 
 
+@contextlib.contextmanager
+def planned_world(values: dict, cli: list[str]):
+    """While a GRPO recipe is parsed: the world size of its accelerate YAML, which TRL's batch checks count
+    (longctx/config/trainers/rl.py `PLANNED_WORLD`). None where the YAML cannot be read: its rule says why."""
+    from longctx.config.trainers.rl import PLANNED_WORLD
+
+    world = None
+    if trainer_of(values, cli) == "grpo":
+        path = values.get("accelerate_config")
+        for i, arg in enumerate(cli):  # the command line's wins, as the parse below reads it
+            if arg == "--accelerate_config" and i + 1 < len(cli):
+                path = cli[i + 1]
+            elif arg.startswith("--accelerate_config="):
+                path = arg.split("=", 1)[1]
+        try:
+            world = read_topology(repo_path(path)).num_processes if path else None
+        except (ConfigError, OSError):
+            world = None
+    token = PLANNED_WORLD.set(world)
+    try:
+        yield
+    finally:
+        PLANNED_WORLD.reset(token)
+
+
 def parse_values(values: dict, cli: list[str], source: str):
     """(recipe, sft, model) from a recipe's YAML values and command-line flags, exactly as TrlParser reads them.
 
@@ -298,7 +323,7 @@ def parse_values(values: dict, cli: list[str], source: str):
     parser.set_defaults_with_config(**values)
     stderr = io.StringIO()
     try:
-        with contextlib.redirect_stderr(stderr):
+        with contextlib.redirect_stderr(stderr), planned_world(values, cli):
             recipe, sft, model = parser.parse_args_into_dataclasses(
                 args=list(cli) + (["--bf16", "false"] if bf16_deferred else [])
             )

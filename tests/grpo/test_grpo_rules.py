@@ -96,3 +96,21 @@ def test_model_features_the_trainer_refuses_are_refused_before_launch():
     assert "`router_aux_loss_coef`: is unset, so TRL takes the model config's 0.9" in aux and "GRPO loss" in aux
     coef_off = problems("--model_name_or_path", "openai/gpt-oss-20b", "--router_aux_loss_coef", "0.0")
     assert "router_aux_loss_coef" not in coef_off
+
+
+EVAL_ACROSS_RANKS = ["--config", "tests/recipes/grpo-parity.yaml", "--dataset_name", "recipes/assets/tiny-haystack",
+                     "--eval_strategy", "steps", "--eval_steps", "1", "--per_device_eval_batch_size", "2",
+                     "--eval_holdout", "2"]  # fmt: skip
+
+
+def test_an_in_process_parse_counts_the_launchs_ranks_in_trls_batch_checks():
+    """2 eval prompts a rank x 2 ranks fill a group of 4: `make data` and `validate` parse in one process, where
+    TRL's GRPOConfig counted world size 1 and refused what the launch runs (and sized the generation batch for one
+    process). On one rank the same batch is refused, by TRL's own check."""
+    from longctx.config.recipe import RecipeError, parse_recipe
+
+    _, args, _ = parse_recipe(EVAL_ACROSS_RANKS)
+    assert args.generation_batch_size == 2 * 2 * 2  # per rank x ranks x accumulation, as in the launch
+    assert args.world_size == 1  # outside the parse: this process's own
+    with pytest.raises(RecipeError, match=r"global eval batch size \(2 \* 1\)"):
+        parse_recipe([*EVAL_ACROSS_RANKS, "--accelerate_config", "accelerate_configs/cpu-sp1.yaml"])

@@ -318,13 +318,6 @@ def test_sp_ranks_generate_their_own_prompts_and_train_the_union(runs):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    raises=Exception,
-    reason="known bug, found 2026-12-07: a GRPO recipe whose eval batch fills a prompt group only across the launch's "
-    "ranks (here 2 a rank x 2 ranks = G) is refused by an in-process parse (`make data`, this test's prompt "
-    "preparation), where TRL's GRPOConfig checks the eval batch at world size 1",
-)
 def test_trl_evaluation_under_sp(runs):
     """The same run with TRL's evaluation under SP on two held-out prompts: each rank generates its share of a
     group, what plain transformers generates from the trained weights, and the logged eval reward and loss (the KL

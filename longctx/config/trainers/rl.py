@@ -13,6 +13,8 @@ refusal for DeepSpeed's Ulysses SP (the trainer makes per-token log-probs exact 
 for context parallelism (FSDP2's ring), which the trainer does not implement.
 """
 
+import os
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig
@@ -102,6 +104,11 @@ REFUSED_MODEL_FEATURES = {
 }
 
 
+# The world size of the launch a recipe is parsed for, set by an in-process parse (longctx/config/recipe.py
+# `parse_values`): `make data`, `validate` and the plan parse in one process that is none of the launch's ranks.
+PLANNED_WORLD: ContextVar[int | None] = ContextVar("planned_world", default=None)
+
+
 @dataclass
 class GRPORecipeConfig(GRPOConfig):
     """TRL's GRPOConfig with the long-context GRPO keys (module docstring).
@@ -149,6 +156,16 @@ class GRPORecipeConfig(GRPOConfig):
         if self.max_prompt_length is None or self.max_completion_length is None:
             return None
         return self.max_prompt_length + self.max_completion_length
+
+    @property
+    def world_size(self) -> int:
+        """The launch's world size where this process is not one of its ranks (an in-process parse): TRL's batch
+        checks in `__post_init__` (an eval batch whose prompt groups fill only across the ranks, the generation
+        batch) must count the ranks the launch will have, not this lone process, or a recipe the launch runs is
+        refused by `make data` and `validate` (and the generation batch sized for one process)."""
+        actual = super().world_size
+        planned = PLANNED_WORLD.get()
+        return planned if planned and actual == 1 and "WORLD_SIZE" not in os.environ else actual
 
     def __post_init__(self):
         """TRL's checks, with its refusal of sequence parallelism lifted for Ulysses SP (module docstring)."""
