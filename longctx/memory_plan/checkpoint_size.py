@@ -11,7 +11,7 @@ Counted from what a save writes (transformers 5.23 `Trainer._save_checkpoint` un
 - a few small files (scheduler, RNG states, tokenizer, trainer state: kilobytes to megabytes), not counted.
 Measured on the tiny Llama (156,624 parameters, fp32, ZeRO-3, 2 ranks): model.safetensors 626,536 bytes and two
 optimizer partitions of 941,887 bytes, 16.0 bytes a parameter as counted here, 2.65 MB with the small files
-(tests/faults/test_faults.py holds a real checkpoint to this count).
+(tests/faults/test_faults_launch.py holds a real checkpoint to this count).
 
 At a save's peak the disk holds the `save_total_limit` kept checkpoints plus the one being written (the rotation
 runs after the new one is complete: longctx/training/checkpoints/commit.py), and at the end the final model beside
@@ -60,7 +60,7 @@ class DiskPlan:
 
 # The catalog's recipes keep as many checkpoints as fit this budget at a save's peak, at most KEEP_MOST (so a
 # checkpoint that turns out bad is not the only one) and at least 1: `suggested_limit`, held by
-# tests/faults/test_faults.py.
+# tests/faults/test_disk_and_staging.py.
 DISK_BUDGET_GIB = 2048
 KEEP_MOST = 2
 

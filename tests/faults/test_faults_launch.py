@@ -188,7 +188,9 @@ def small_tmpfs(tmp_path):
     """A 4 MiB tmpfs: room for one checkpoint of the tiny model (2.6 MB), not two. Mounting needs root."""
     where = tmp_path / "disk"
     if shutil.which("mount") is None or not mount_tmpfs(where, 4096):
-        pytest.skip("cannot mount a tmpfs here (needs root): tests/faults/test_faults.py injects ENOSPC instead")
+        pytest.skip(
+            "cannot mount a tmpfs here (needs root): tests/faults/test_checkpoint_faults.py injects ENOSPC instead"
+        )
     yield where
     subprocess.run(["umount", str(where)], check=False)
 

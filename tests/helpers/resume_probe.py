@@ -9,7 +9,7 @@
   crashed worker), mid-run and without any cleanup.
 - PROBE_SIGNAL_RANK / PROBE_SIGNAL_STEP / PROBE_SIGNAL (SIGTERM or SIGUSR1) / PROBE_SIGNAL_TO (`launcher`, the
   rank's parent: torchrun's agent, which is the launch process; or `self`): that rank sends the signal on
-  entering that step, as a scheduler's preemption would (tests/faults/test_faults.py).
+  entering that step, as a scheduler's preemption would (tests/faults/test_faults_launch.py).
 - PROBE_KILL_SAVE_RANK / PROBE_KILL_SAVE_STEP: that rank SIGKILLs itself right after upstream's
   `_save_checkpoint` of that step returns: every file of the checkpoint written (and, upstream, the rotation done)
   but the checkpoint not yet marked complete: a crash in the middle of a save.
