@@ -1,6 +1,6 @@
 """Which tests must share a pytest-xdist worker: those sharing a launched run.
 
-`make test` spreads tests over two workers (`-n 2 --dist loadgroup`, pyproject.toml). A module- or session-scoped
+`make test` spreads tests over two workers (`-n 2 --dist loadgroup`, the Makefile). A module- or session-scoped
 fixture of ours (a `run_cache` of training runs, a module's launch, `uninterrupted_resume_run`) is set up once per
 worker, so tests sharing one on two workers would launch its runs twice. Every such test gets an `xdist_group`
 named after the fixtures it shares, joined transitively (a module's own launch and the session's resume run put
