@@ -23,7 +23,7 @@ LONGCTX := $(or $(PYTHON_EXEC),$(PY)) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: combinations help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-default test-all lint format lock eval
+.PHONY: combinations help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-slow test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -32,8 +32,8 @@ help:
 	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]                 train a recipe with its accelerate config"
 	@echo "make dpo [RECIPE=..] [ARGS=\"--beta 0.2\"]                      preference training (DPO/IPO/SimPO) of a trainer: dpo recipe"
 	@echo "make grpo [RECIPE=..] [ARGS=\"--max_steps 10\"]                 online RL (GRPO, verifiable rewards) of a trainer: grpo recipe"
-	@echo "make test [TEST_WORKERS=2]                                   every CPU test, default and slow tiers (what CI runs)"
-	@echo "make test-default                                            the default tier (no slow tests), before a commit"
+	@echo "make test [TEST_WORKERS=2]                                   the default CPU test tier (what CI runs), on 2 workers"
+	@echo "make test-slow                                               the slow tier: rehearsals, pairwise runs, long launches"
 	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
 	@echo "make lint | format                                           ruff check + format check | apply ruff"
@@ -174,24 +174,23 @@ gpu-bench:
 	$(if $(ARGS),$(error make gpu-bench runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@benchmarks/gpu_step.sh run $(FLAGS)
 
-# Every CPU test, the default and slow tiers (what CI runs), spread over TEST_WORKERS pytest-xdist workers: a launch
-# keeps a 2-core machine about half busy (imports, gloo waits), so two at once take about half the time. Tests that
+# The default tier (what CI runs: no `slow`, no `gpu`), spread over TEST_WORKERS pytest-xdist workers; tests that
 # share a launched run stay on one worker (tests/helpers/worker_groups.py). TEST_WORKERS=0: one process, in order.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: $(STAMP) $(TINY_MODEL)/SOURCE.json
-	$(PY) -m pytest -m "not gpu" $(XDIST) $(PYTEST_ARGS)
-
-# The default tier alone (what a bare `pytest` runs: no `slow`, no `gpu`), before a commit lands.
-test-default: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# The slow tier alone (rehearsals, pairwise runs, long launches): about 90 minutes on 2 cores (docs/tests.md).
+test-slow: $(STAMP) $(TINY_MODEL)/SOURCE.json
+	$(PY) -m pytest -m "slow and not gpu" $(XDIST) $(PYTEST_ARGS)
 
 # The unit lane: no test that starts a process (under 2 minutes on 2 cores), for a change to one module.
 test-unit: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest -m "not gpu and not slow and not distributed and not subprocess" $(PYTEST_ARGS)
 
 test-all: $(STAMP) $(TINY_MODEL)/SOURCE.json
-	$(PY) -m pytest -m "" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "" $(XDIST) $(PYTEST_ARGS)
 
 # docs/combinations.md and longctx/combinations/pairwise.json from the combination map (tests/parity/test_combinations.py).
 combinations: $(STAMP)

@@ -169,7 +169,7 @@ def become(job: dict, fds: list[int], base_path: list[str]) -> None:
     for name in [m for m in sys.modules if m == "tests" or m.startswith("tests.")]:  # the zygote's own, not the rank's
         del sys.modules[name]
     watch_client(job["client"])
-    os.getppid = lambda: job["ppid"]  # the rank's parent is the launcher that started the client, not the zygote
+    os.getppid = parent_as_launched(job["ppid"])
     extra = [p for p in job["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
     if "OMP_NUM_THREADS" in job["env"]:
         import torch
@@ -196,6 +196,15 @@ def become(job: dict, fds: list[int], base_path: list[str]) -> None:
         traceback.print_exc()
         finish(1)
     finish(0)
+
+
+def parent_as_launched(launcher: int):
+    """os.getppid for the rank: the launcher that started the client, not the zygote. Only in the rank itself: a
+    process it forks (a DataLoader worker) must see its real parent, whose death its watchdog waits for
+    (torch/utils/data/_utils/worker.py ManagerWatchdog); with the launcher's pid it outlived the rank, holding the
+    launch's output pipe open, and the command that read it never ended."""
+    real, rank = os.getppid, os.getpid()
+    return lambda: launcher if os.getpid() == rank else real()
 
 
 def finish(code: int) -> None:

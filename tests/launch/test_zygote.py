@@ -29,6 +29,14 @@ if what == "kill":
     os.kill(os.getpid(), 9)
 if what == "sleep":
     time.sleep(60)
+if what == "fork":  # a process the rank forks (a DataLoader worker) sees the rank as its parent
+    import multiprocessing
+    fork = multiprocessing.get_context("fork")
+    parent = fork.SimpleQueue()
+    child = fork.Process(target=lambda: parent.put(os.getppid()))
+    child.start()
+    child.join()
+    print(json.dumps({"child_ppid": parent.get(), "rank": os.getpid()}), flush=True)
 """
 
 
@@ -161,3 +169,15 @@ def test_the_zygote_ends_when_the_session_that_started_it_is_killed(tmp_path):
     if still:
         os.kill(zygote, signal.SIGKILL)
     assert not still, "the zygote outlived the session that started it"
+
+
+@pytest.mark.subprocess
+def test_a_process_the_rank_forks_sees_the_rank_as_its_parent(zygote):
+    """The rank reports the launcher as its parent; a DataLoader worker it forks must see the rank, or its watchdog
+    never notices the rank is gone: it outlived it holding the launch's output pipe, and the launch never ended."""
+    folder, client = zygote
+    proc = run(client, folder, "rank.py", "fork")
+    assert proc.returncode == 0, proc.stderr
+    first, second = (json.loads(line) for line in proc.stdout.splitlines()[:2])
+    assert first["ppid"] == os.getpid()  # this test started the client: the rank's parent as launched
+    assert second["child_ppid"] == second["rank"] != first["ppid"]
