@@ -15,10 +15,17 @@ import pytest
 
 from longctx.config.paths import launch_path
 from tests.helpers import OFFLINE, REPO, TORCH_EXTENSIONS_DIR
+from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture, used below)
 from tests.helpers.worker_groups import mark_groups
 from tests.helpers.zygote import wait_ready, write_client
 
 os.environ.update(OFFLINE, TORCH_EXTENSIONS_DIR=TORCH_EXTENSIONS_DIR)
+# An xdist worker shares the cores with the others: one torch thread each, as torchrun gives each rank (two workers
+# of two threads each on 2 cores spent 262 s of CPU on the unit lane where one process spends 150 s).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if "torch" in sys.modules:  # imported by a plugin before this file: its pool is sized already
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 # The tests' own JIT loads (tests/launch/test_cpu_adam.py) run the same ninja as every launch (the venv's, first on
 # PATH: longctx/config/paths.py): a system ninja 1.11 on a folder that the venv's 1.13 last built rebuilt it (minutes).
 os.environ["PATH"] = launch_path()
@@ -95,6 +102,14 @@ def warm_ranks(request):
         if client:
             patch.setenv("PYTHON_EXEC", client)
         yield
+
+
+@pytest.fixture(autouse=True)
+def stock_attention_after_each_test(restored_attention_registries):  # noqa: F811 (the fixture imported above)
+    """Every test leaves attention as transformers ships it (tests/helpers/registries.py), whichever test ran before
+    it: a test that installed the isolated `sdpa` and kept it made a later test's result depend on the order, which
+    xdist's workers change (GRPO's Gemma 4 generation failed about one run in three)."""
+    yield
 
 
 @pytest.fixture(scope="session")
