@@ -50,6 +50,8 @@ def miniature_config(
     )
     if config.get("intermediate_size"):  # a MoE model with experts only (Qwen3.5-MoE) has no dense MLP width
         mini["intermediate_size"] = round(HIDDEN * config["intermediate_size"] / config["hidden_size"])
+    if HIDDEN % heads:  # transformers validates hidden % heads == 0 (SmolLM2 at sp=3: 9 heads): heads x head_dim
+        mini["hidden_size"] = heads * HEAD_DIM
     if real_head_dim * int(config["num_attention_heads"]) != config["hidden_size"]:
         # a multiple of 8: torch's grouped_mm (transformers' expert kernels) needs 16-byte strides
         mini["hidden_size"] = 8 * max(
