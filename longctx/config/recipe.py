@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from longctx.config.data_keys import DataSourceArguments
-from longctx.config.keys import cli_keys, without_keys
+from longctx.config.keys import cli_keys, override_values, without_keys
 from longctx.config.paths import repo_path
 from longctx.config.problems import Problem, error
 from longctx.config.rules import recipe_problems
@@ -227,13 +227,7 @@ def training_config_class(trainer: str = "sft"):
 
 def trainer_of(values: dict, cli: list[str] = ()) -> str:
     """The recipe's `trainer` (the command line's `--trainer X` wins), read before parsing: it picks the key set."""
-    cli = list(cli)
-    for i, arg in enumerate(cli):
-        if arg == "--trainer" and i + 1 < len(cli):
-            return cli[i + 1]
-        if arg.startswith("--trainer="):
-            return arg.split("=", 1)[1]
-    value = values.get("trainer", "sft")
+    value = override_values(list(cli)).get("trainer", values.get("trainer", "sft"))
     return value if value in TRAINERS else "sft"  # an unknown value: argparse names the choices
 
 
@@ -284,29 +278,14 @@ def _argparse_problem(text: str, source: str) -> Problem:
     return error("command line", key, last.split("error: ", 1)[-1], f"see `python recipes/sft.py --help` ({source})")
 
 
-@contextlib.contextmanager
-def planned_world(values: dict, cli: list[str]):
-    """While a GRPO recipe is parsed: the world size of its accelerate YAML, which TRL's batch checks count
-    (longctx/config/trainers/rl.py `PLANNED_WORLD`). None where the YAML cannot be read: its rule says why."""
-    from longctx.config.trainers.rl import PLANNED_WORLD
+def grpo_world(values: dict, cli: list[str]):
+    """While a GRPO recipe is parsed, the world size of its accelerate YAML (the command line's wins, as the parse
+    reads it), which TRL's batch checks count (longctx/config/trainers/rl.py `planned_world`); nothing otherwise."""
+    if trainer_of(values, cli) != "grpo":
+        return contextlib.nullcontext()
+    from longctx.config.trainers.rl import planned_world
 
-    world = None
-    if trainer_of(values, cli) == "grpo":
-        path = values.get("accelerate_config")
-        for i, arg in enumerate(cli):  # the command line's wins, as the parse below reads it
-            if arg == "--accelerate_config" and i + 1 < len(cli):
-                path = cli[i + 1]
-            elif arg.startswith("--accelerate_config="):
-                path = arg.split("=", 1)[1]
-        try:
-            world = read_topology(repo_path(path)).num_processes if path else None
-        except (ConfigError, OSError):
-            world = None
-    token = PLANNED_WORLD.set(world)
-    try:
-        yield
-    finally:
-        PLANNED_WORLD.reset(token)
+    return planned_world({**values, **override_values(list(cli))}.get("accelerate_config"))
 
 
 def parse_values(values: dict, cli: list[str], source: str):
@@ -323,7 +302,7 @@ def parse_values(values: dict, cli: list[str], source: str):
     parser.set_defaults_with_config(**values)
     stderr = io.StringIO()
     try:
-        with contextlib.redirect_stderr(stderr), planned_world(values, cli):
+        with contextlib.redirect_stderr(stderr), grpo_world(values, cli):
             recipe, sft, model = parser.parse_args_into_dataclasses(
                 args=list(cli) + (["--bf16", "false"] if bf16_deferred else [])
             )

@@ -13,6 +13,7 @@ refusal for DeepSpeed's Ulysses SP (the trainer makes per-token log-probs exact 
 for context parallelism (FSDP2's ring), which the trainer does not implement.
 """
 
+import contextlib
 import os
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -107,6 +108,24 @@ REFUSED_MODEL_FEATURES = {
 # The world size of the launch a recipe is parsed for, set by an in-process parse (longctx/config/recipe.py
 # `parse_values`): `make data`, `validate` and the plan parse in one process that is none of the launch's ranks.
 PLANNED_WORLD: ContextVar[int | None] = ContextVar("planned_world", default=None)
+
+
+@contextlib.contextmanager
+def planned_world(accelerate_config: str | None):
+    """While a GRPO recipe is parsed: the world size of its accelerate YAML (`PLANNED_WORLD`), which TRL's batch
+    checks count. None where there is none or it cannot be read: its own rule says why."""
+    from longctx.config.paths import repo_path
+    from longctx.config.topology import ConfigError, read_topology
+
+    try:
+        world = read_topology(repo_path(accelerate_config)).num_processes if accelerate_config else None
+    except (ConfigError, OSError):
+        world = None
+    token = PLANNED_WORLD.set(world)
+    try:
+        yield
+    finally:
+        PLANNED_WORLD.reset(token)
 
 
 @dataclass
