@@ -15,7 +15,7 @@ import pytest
 
 from longctx.config.paths import launch_path
 from tests.helpers import OFFLINE, REPO, TORCH_EXTENSIONS_DIR
-from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture, used below)
+from tests.helpers.fixtures.registries import restored_attention_registries  # noqa: F401 (a fixture, used below)
 from tests.helpers.worker_groups import mark_groups
 from tests.helpers.zygote import wait_ready, write_client
 
@@ -106,9 +106,9 @@ def warm_ranks(request):
 
 @pytest.fixture(autouse=True)
 def stock_attention_after_each_test(restored_attention_registries):  # noqa: F811 (the fixture imported above)
-    """Every test leaves attention as transformers ships it (tests/helpers/registries.py), whichever test ran before
-    it: a test that installed the isolated `sdpa` and kept it made a later test's result depend on the order, which
-    xdist's workers change (GRPO's Gemma 4 generation failed about one run in three)."""
+    """Every test leaves attention as transformers ships it (tests/helpers/fixtures/registries.py), whichever test ran
+    before it: a test that installed the isolated `sdpa` and kept it made a later test's result depend on the order,
+    which xdist's workers change (GRPO's Gemma 4 generation failed about one run in three)."""
     yield
 
 

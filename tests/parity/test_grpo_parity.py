@@ -27,12 +27,12 @@ import pytest
 import torch
 
 from tests.helpers import REPO
+from tests.helpers.fixtures.tiny_model import tiny_checkpoint
+from tests.helpers.fixtures.zero_configs import zero_variant
 from tests.helpers.grpo_reference import ITERATIONS, STEPS, G, by_hand, per_token_loss, token_log_probs
 from tests.helpers.grpo_replay import token_reward
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.run_cache import run_cache
-from tests.helpers.tiny_model import tiny_checkpoint
-from tests.helpers.zero_configs import zero_variant
 
 pytestmark = pytest.mark.distributed
 
