@@ -5,8 +5,8 @@ tests/helpers/preference.py) through the real stack (`make data`'s preparation, 
 over gloo). An answer's log-prob is a sum over tokens that the SP shards split unevenly (some answers straddle the
 boundary), so a rank that summed only its shard, as TRL's stock DPOTrainer does under SP, trains on a different
 loss. The gate compares per-step loss, grad norm, TRL's reward metrics and log-probs, and the weights after the SGD
-steps, with sp=1; a final test runs it against the shard-local sums (tests/helpers/shard_local_dpo.py) and requires
-it to fail.
+steps, with sp=1; a final test runs it against the shard-local sums (tests/helpers/controls/shard_local_dpo.py) and
+requires it to fail.
 """
 
 import math
@@ -97,7 +97,7 @@ def test_losses_are_real_training(runs):
 
 
 def test_gate_catches_shard_local_log_probs(runs):
-    broken = runs("sp2", "tests/helpers/shard_local_dpo.py")
+    broken = runs("sp2", "tests/helpers/controls/shard_local_dpo.py")
     assert mismatches(runs("sp1"), broken), "summing each shard's log-probs alone (stock TRL under SP) went unnoticed"
 
 

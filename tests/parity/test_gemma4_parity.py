@@ -12,8 +12,8 @@ is replicated; at sp=4 both replicate, so each layer type is split by its own he
 sp=1's at the parity gate's tolerances (tests/parity/test_sp_parity.py).
 
 Negative controls: the window carried only by the 4D mask, as stock transformers carries it
-(tests/helpers/stock_gemma4_windows.py), must fail the gate at sp=2; and DeepSpeed's own registration, without the
-per-layer head split, must refuse to start (`slow`, as the sp=4 run). The leak probe on this miniature is
+(tests/helpers/controls/stock_gemma4_windows.py), must fail the gate at sp=2; and DeepSpeed's own registration, without
+the per-layer head split, must refuse to start (`slow`, as the sp=4 run). The leak probe on this miniature is
 tests/attention/test_isolation_probe.py's `test_gemma4_probe_at_sp2`.
 """
 
@@ -79,7 +79,7 @@ def test_losses_are_real_and_every_gemma4_part_trains(runs):
 def test_gate_catches_the_window_left_to_the_mask_at_sp2(runs):
     """Negative control: the sliding window only in the 4D mask (stock transformers' sdpa ignores
     `sliding_window`), which DeepSpeed's Ulysses adapter drops: the sliding layers see whole documents."""
-    history, weights, stdout = runs(2, "tests/helpers/stock_gemma4_windows.py")
+    history, weights, stdout = runs(2, "tests/helpers/controls/stock_gemma4_windows.py")
     assert "[windows] OFF" in stdout
     assert mismatches(runs(1), (history, weights)), "the window lost under SP went unnoticed"
 
@@ -88,6 +88,6 @@ def test_gate_catches_the_window_left_to_the_mask_at_sp2(runs):
 def test_deepspeed_alone_refuses_gemma4_heads(runs):
     """Without the per-layer head split DeepSpeed's registration reads one head_dim for all layers, which
     transformers refuses for Gemma 4's config: the run stops before its first step, naming the attribute."""
-    proc, _ = launch(runs.folder, runs.data, 2, "tests/helpers/deepspeed_heads_only.py")
+    proc, _ = launch(runs.folder, runs.data, 2, "tests/helpers/controls/deepspeed_heads_only.py")
     assert proc.returncode != 0
     assert "AmbiguousGlobalPerLayerAttributeError" in proc.stdout + proc.stderr

@@ -58,4 +58,6 @@ def test_losses_are_real_and_sinks_per_head(runs):
 def test_gate_catches_misaligned_sinks(runs):
     """The gate's negative control, in the default tier (one 2-process launch): every rank taking the first heads'
     sinks must fail it."""
-    assert mismatches(runs(1), runs(2, "tests/helpers/misaligned_sinks.py")), "sinks of the wrong heads went unnoticed"
+    assert mismatches(runs(1), runs(2, "tests/helpers/controls/misaligned_sinks.py")), (
+        "sinks of the wrong heads went unnoticed"
+    )

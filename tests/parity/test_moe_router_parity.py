@@ -59,7 +59,7 @@ def test_moe_sp_matches_sp1(runs, sp):
 
 
 def test_gate_catches_per_shard_router_aux(runs):
-    stock = runs(2, "tests/helpers/shard_router_aux.py")
+    stock = runs(2, "tests/helpers/controls/shard_router_aux.py")
     assert mismatches(runs(1), stock), "each rank's own shard aux loss went unnoticed"
 
 

@@ -7,7 +7,7 @@ the reference is the same documents one per row at sp=1, also accumulated over 2
 are the parity gate's (tests/parity/test_sp_parity.py). Shard edges fall inside documents at every sp (64 or 128 tokens
 a shard), so the ring must carry a document's earlier keys across chunks and no other document's.
 
-Negative controls (tests/helpers/ring_controls.py), which the gate must catch: the ring's log-sum-exp merge
+Negative controls (tests/helpers/controls/ring_controls.py), which the gate must catch: the ring's log-sum-exp merge
 replaced by a plain average, and a ring that lets a chunk's first document attend to every earlier key.
 """
 
@@ -58,11 +58,11 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 )  # U=1 x R=2 with the balance on is the default tier's guard (tests/attention/test_isolation_training.py)
 def test_hybrid_trains_like_documents_one_by_one(runs, mesh, balance):
     """`auto` (the default: no swap on these short documents) through recipes/sft.py itself, `on` (every ring
-    rank swaps its second half with its mirror) through tests/helpers/ring_controls.py."""
+    rank swaps its second half with its mirror) through tests/helpers/controls/ring_controls.py."""
     if balance == "auto":
         stdout, packed = runs("packed", mesh)
     else:
-        stdout, packed = runs("packed", mesh, "tests/helpers/ring_controls.py", ("--ring_balance", "on"))
+        stdout, packed = runs("packed", mesh, "tests/helpers/controls/ring_controls.py", ("--ring_balance", "on"))
     ulysses, ring = mesh.split("-u")[1].split("r")
     assert f"[ring] sp={int(ulysses) * int(ring)} = Ulysses {ulysses} x ring {ring}" in stdout
     assert mismatches(runs("separate", "sp1")[1], packed) == []
@@ -84,7 +84,7 @@ def test_six_heads_train_at_u2_r2_like_sp1(runs):
 
 @pytest.mark.parametrize("control", ["average", "cross-document"])
 def test_gate_catches_a_broken_ring(runs, control):
-    script = "tests/helpers/ring_controls.py"
+    script = "tests/helpers/controls/ring_controls.py"
     stdout, broken = runs("packed", "sp2-u1r2", script, ("--ring_control", control))
     assert f"[ring-control] {control}" in stdout
     assert mismatches(runs("separate", "sp1")[1], broken), f"a ring with the {control} control went unnoticed"

@@ -142,7 +142,7 @@ def test_losses_are_real_training(runs):
 
 
 def test_gate_catches_unweighted_sp_loss(runs):
-    broken = runs(2, "tests/helpers/unweighted_sp_loss.py")
+    broken = runs(2, "tests/helpers/controls/unweighted_sp_loss.py")
     assert mismatches(runs(1), broken), "averaging per-rank losses without token weights went unnoticed"
 
 

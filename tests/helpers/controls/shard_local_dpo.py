@@ -16,6 +16,6 @@ def shard_local(local, group, divisor):
 
 log_probs.sp_reduce = shard_local
 reference.sp_reduce = shard_local
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "dpo.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "dpo.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

@@ -37,6 +37,6 @@ def install_then_drop_windows(recipe, model_args, model, sp_size: int) -> str:
 
 # the name recipes/sft.py calls
 process_patches.install_process_patches = install_then_drop_windows
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

@@ -28,6 +28,6 @@ def enable_then_switch_off(model, recipe, sp: int) -> str:
 
 # the name prepare_model (longctx/training/model_fixes.py) calls
 model_fixes.enable_linear_attention_sp = enable_then_switch_off
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

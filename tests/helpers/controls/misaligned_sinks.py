@@ -15,6 +15,6 @@ def first_heads_sinks(all_sinks, heads):
 
 
 sinks.local_sinks = first_heads_sinks
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

@@ -20,6 +20,6 @@ def shard_router_aux(accelerator, model, inputs, *_group_divisor_and_micro_batch
 
 
 longctx.training.sequence_parallel.loss_weighting.forward_with_exact_router_aux = shard_router_aux
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

@@ -14,6 +14,6 @@ from longctx.training.attention import stack  # noqa: E402 (after the sys.path f
 
 # DeepSpeed's `register_with_transformers` left as it is: the stack without its per-layer head split
 stack.ATTENTION_STACK = tuple(layer for layer in stack.ATTENTION_STACK if layer.name != "layer_shapes")
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

@@ -26,6 +26,6 @@ def unweighted_sp_loss(accelerator, model, inputs, return_outputs, pc):
 
 
 transformers.trainer.deepspeed_sp_compute_loss = unweighted_sp_loss
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

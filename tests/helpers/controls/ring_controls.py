@@ -48,6 +48,6 @@ if control := pop_flag("--ring_control"):
 if balance := pop_flag("--ring_balance"):
     hybrid._config["balance"] = balance
     print(f"[ring-balance] {balance}", flush=True)
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")
