@@ -117,8 +117,8 @@ def uninterrupted_resume_run(tmp_path_factory):
     """tests/recipes/resume.yaml trained 6 steps at sp=2 without a fault (given a fake `--hub_token` that must appear
     nowhere): the reference that tests/checkpoints/test_resume.py and tests/faults/test_faults_launch.py compare
     resumed runs with, run once per session."""
+    from tests.helpers.checkpoints.resume_runs import FAKE_TOKEN, launch_resume
     from tests.helpers.launch import assert_ok
-    from tests.helpers.resume_runs import FAKE_TOKEN, launch_resume
 
     root = tmp_path_factory.mktemp("uninterrupted")
     proc = launch_resume(root / "out", root / "probe", "--hub_token", FAKE_TOKEN)

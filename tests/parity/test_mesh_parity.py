@@ -25,7 +25,7 @@ from tests.parity.test_sp_parity import STEPS, mismatches, write_rows
 
 pytestmark = pytest.mark.distributed
 
-PROBE = "tests/helpers/resume_probe.py"
+PROBE = "tests/helpers/checkpoints/resume_probe.py"
 RUNS = {  # name: (accelerate config, gradient accumulation, machines)
     "sp1-dp2": ("accelerate_configs/cpu-sp1-dp2.yaml", 1, 1),
     "sp2-dp2-shard": ("accelerate_configs/cpu-sp2-dp2-shard.yaml", 1, 1),

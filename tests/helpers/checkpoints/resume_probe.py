@@ -86,6 +86,6 @@ def nan_compute_loss(self, model, inputs, return_outputs=False, num_items_in_bat
 trl.SFTTrainer.training_step = signalling_training_step
 trl.SFTTrainer._save_checkpoint = killed_save_checkpoint
 trl.SFTTrainer.compute_loss = nan_compute_loss
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "sft.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "sft.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")

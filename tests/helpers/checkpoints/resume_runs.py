@@ -1,14 +1,14 @@
 """Launches of tests/recipes/resume.yaml (the tiny Llama at sp=2, AdamW, a cosine schedule, a checkpoint every 3
-steps) through tests/helpers/resume_probe.py, and what they recorded: shared by tests/checkpoints/test_resume.py and
-the fault tests (tests/faults/test_faults_launch.py), which compare against one uninterrupted run (the
-`uninterrupted_resume_run` fixture of tests/conftest.py)."""
+steps) through tests/helpers/checkpoints/resume_probe.py, and what they recorded: shared by
+tests/checkpoints/test_resume.py and the fault tests (tests/faults/test_faults_launch.py), which compare against one
+uninterrupted run (the `uninterrupted_resume_run` fixture of tests/conftest.py)."""
 
 import json
 from pathlib import Path
 
 from tests.helpers.launch import accelerate_launch
 
-PROBE = "tests/helpers/resume_probe.py"
+PROBE = "tests/helpers/checkpoints/resume_probe.py"
 SP2 = "accelerate_configs/cpu-sp2.yaml"
 RECIPE = "tests/recipes/resume.yaml"
 FAKE_TOKEN = "hf_NeverPrintThis0123456789abcdef"  # the uninterrupted run is given it as `--hub_token`

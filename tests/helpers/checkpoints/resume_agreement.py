@@ -1,6 +1,6 @@
 """One rank of tests/checkpoints/test_resume_agreement.py: `resume_from_checkpoint: auto` resolved over a gloo world.
 
-`python -m tests.helpers.resume_agreement OUT_DIR MODE`: rank r reads its own view of the output folder,
+`python -m tests.helpers.checkpoints.resume_agreement OUT_DIR MODE`: rank r reads its own view of the output folder,
 OUT_DIR/view{r}, as ranks on nodes with stale listing caches do: view0 holds complete checkpoint-1 and checkpoint-2,
 every other view checkpoint-1 only. MODE `agree`: longctx/training/checkpoints/agreed_resume.py; `each` (the code
 before it): every rank resolves on its own; `unseen`: as `agree`, and rank 1 cannot load the folder rank 0 chose.

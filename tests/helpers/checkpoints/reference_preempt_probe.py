@@ -33,6 +33,6 @@ def probed_row_sums(model, inputs, group):
 
 
 reference._row_sums = probed_row_sums
-entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "dpo.py"
+entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "dpo.py"
 sys.argv = [str(entrypoint), *sys.argv[1:]]
 runpy.run_path(str(entrypoint), run_name="__main__")
