@@ -9,7 +9,7 @@ SGD steps (the parity gate's tolerances). With the isolation switched off
 import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.packed_parity import n_documents, write_packed, write_separate
+from tests.helpers.references.packed_parity import n_documents, write_packed, write_separate
 from tests.parity.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed

@@ -19,7 +19,7 @@ from datasets import load_from_disk
 
 from longctx.config.exit_codes import PREEMPTED
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.preference import prepare, recipe_argv, write_pairs
+from tests.helpers.references.preference import prepare, recipe_argv, write_pairs
 
 # two launches: `slow` (the default tier's budget); the default tier keeps the partial file's round trip
 # (tests/preference/test_preference_reference.py) and the training-step preemption chain

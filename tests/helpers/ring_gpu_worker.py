@@ -18,7 +18,7 @@ import torch.distributed as dist
 from longctx.training.attention.document_layout import DocumentLayout
 from longctx.training.sequence_parallel.ring import RingGroup
 from longctx.training.sequence_parallel.ring_gpu import gpu_ring_attention
-from tests.helpers.thread_ring import dense_reference
+from tests.helpers.references.thread_ring import dense_reference
 
 LENGTHS = [700, 37, 1200, 160, 951]  # 3,048 tokens: documents across every chunk edge at R = 2, 3, 4
 

@@ -5,9 +5,9 @@ The miniature (tests/recipes/tiny-gemma4, random fp32 weights): sliding-window l
 head size and KV heads as Gemma 4's do (256 / 512); the last two layers reuse the K/V of the two before them,
 per-layer inputs, 4 experts top-2 beside the dense MLP, soft-capped logits. It trains 4 SGD steps of two
 accumulated micro-batches through the real stack (`accelerate launch` of recipes/sft.py, DeepSpeed ZeRO-3, Ulysses
-over gloo) on tests/helpers/moe_rows.py's rows: packed and one-document rows whose documents straddle the window
-and every shard edge. At sp=2 the sliding layers' KV heads split (one a rank) while the global layer's one KV head
-is replicated; at sp=4 both replicate, so each layer type is split by its own heads
+over gloo) on tests/helpers/references/moe_rows.py's rows: packed and one-document rows whose documents straddle the
+window and every shard edge. At sp=2 the sliding layers' KV heads split (one a rank) while the global layer's one KV
+head is replicated; at sp=4 both replicate, so each layer type is split by its own heads
 (longctx/training/sequence_parallel/per_layer_ulysses.py). Per-step loss, grad norm and the trained weights must equal
 sp=1's at the parity gate's tolerances (tests/parity/test_sp_parity.py).
 
@@ -22,7 +22,7 @@ import math
 import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.moe_rows import write_rows
+from tests.helpers.references.moe_rows import write_rows
 from tests.helpers.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches
 

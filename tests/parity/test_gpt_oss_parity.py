@@ -2,7 +2,7 @@
 
 tests/recipes/models/tiny-gpt-oss (random weights from config, fp32): 4 query / 2 KV heads (sp=4 gives each
 rank one query head and a replicated KV head), a 16-token window on layer 0 and full attention on layer 1,
-4 experts top-2, the router auxiliary loss at gpt-oss's 0.9. The rows (tests/helpers/moe_rows.py) mix packed
+4 experts top-2, the router auxiliary loss at gpt-oss's 0.9. The rows (tests/helpers/references/moe_rows.py) mix packed
 rows and one-document rows in one dataset, so a single launch per sp trains both kinds through the real
 stack (accelerate launch, DeepSpeed ZeRO-3, Ulysses over gloo, `sdpa` = longctx/training/attention/sinks.py over the
 isolated sdpa). Per-step loss and grad norm, and the weights after the SGD steps, must match sp=1. The gate's
@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from tests.helpers.moe_rows import write_rows
+from tests.helpers.references.moe_rows import write_rows
 from tests.helpers.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches
 

@@ -1,8 +1,8 @@
 """Hybrid Ulysses x ring SP (sp = U x R) trains exactly like sp=1, on packed rows whose documents span shards.
 
 The real stack: `accelerate launch` with the accelerate YAMLs `cpu-sp2-u1r2`, `cpu-sp4-u2r2` and `cpu-sp4-u1r4`,
-DeepSpeed ZeRO-3 over gloo, `recipes/sft.py`. The packed fixture (tests/helpers/packed_parity.py: two rows of
-documents of 37-100 tokens, padded to 256) trains with gradient accumulation (2 micro-batches of one row a step);
+DeepSpeed ZeRO-3 over gloo, `recipes/sft.py`. The packed fixture (tests/helpers/references/packed_parity.py: two rows
+of documents of 37-100 tokens, padded to 256) trains with gradient accumulation (2 micro-batches of one row a step);
 the reference is the same documents one per row at sp=1, also accumulated over 2 micro-batches. The tolerances
 are the parity gate's (tests/parity/test_sp_parity.py). Shard edges fall inside documents at every sp (64 or 128 tokens
 a shard), so the ring must carry a document's earlier keys across chunks and no other document's.
@@ -14,7 +14,7 @@ replaced by a plain average, and a ring that lets a chunk's first document atten
 import pytest
 
 from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.packed_parity import write_packed, write_separate
+from tests.helpers.references.packed_parity import write_packed, write_separate
 from tests.helpers.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches
 

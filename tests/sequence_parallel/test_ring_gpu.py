@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests.helpers.launch import REPO
-from tests.helpers.thread_ring import dense_reference
+from tests.helpers.references.thread_ring import dense_reference
 
 pytestmark = [
     pytest.mark.gpu,

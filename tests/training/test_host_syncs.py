@@ -25,10 +25,10 @@ from longctx.training.attention.sinks import enable_sinks_and_windows
 from longctx.training.layers.linear_attention import convert_layers
 from longctx.training.memory import alst
 from tests.attention.test_isolation_varlen import reference_varlen_attn
-from tests.helpers import cpu_varlen
 from tests.helpers.fixtures.registries import restored_attention_registries  # noqa: F401 (a fixture)
 from tests.helpers.fixtures.sync_count import SyncCounter
 from tests.helpers.launch import free_port
+from tests.helpers.references import cpu_varlen
 
 TINY = "recipes/assets/tiny-llama"
 RECIPE = type("Recipe", (), {"allow_cross_document_attention": False})()

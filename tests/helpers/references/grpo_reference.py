@@ -1,8 +1,9 @@
 """The GRPO loss written out by hand over every completion run alone (tests/parity/test_grpo_parity.py's reference).
 
 It never touches this repository's GRPO code: each `prompt + completion` runs alone through an eager-attention
-transformers model (log-softmax of logits / T at each completion token); rewards (tests/helpers/grpo_replay.py
-`token_reward`) and group advantages ((r - group mean) / (unbiased group std + 1e-4), as TRL); per token
+transformers model (log-softmax of logits / T at each completion token); rewards
+(tests/helpers/references/grpo_replay.py `token_reward`) and group advantages
+((r - group mean) / (unbiased group std + 1e-4), as TRL); per token
 -min(ratio x A, clip(ratio, 1 - eps, 1 + eps) x A) + beta x ratio x (exp(ref - logp) - (ref - logp) - 1) (TRL's
 bias-corrected KL); `dapo` the step's token sum over its token count, `grpo` the mean over completions of their
 token means. SGD by autograd, the old policy being the weights that sampled a generation, the reference the
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from tests.helpers.grpo_replay import token_reward
+from tests.helpers.references.grpo_replay import token_reward
 
 # the constants of tests/recipes/grpo-parity.yaml
 G, STEPS, ITERATIONS, LR, BETA, EPSILON, TEMPERATURE, SEED = 4, 3, 2, 0.5, 0.2, 0.05, 0.9, 7

@@ -166,7 +166,7 @@ def main() -> None:
         isolation.install_document_isolation = install_then_switch_off
     else:
         raise SystemExit(f"unknown GRPO_CONTROL {control!r}")
-    entrypoint = Path(__file__).resolve().parents[2] / "recipes" / "grpo.py"
+    entrypoint = Path(__file__).resolve().parents[3] / "recipes" / "grpo.py"
     sys.argv = [str(entrypoint), *sys.argv[1:]]
     runpy.run_path(str(entrypoint), run_name="__main__")
 

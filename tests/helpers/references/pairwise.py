@@ -19,7 +19,7 @@ import torch
 from longctx.combinations.axes import BASES, COMMON
 from longctx.training.retrieval.haystack import filler_sentence, haystack
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TINY = REPO / "recipes/assets/tiny-llama"
 LR, BETA = COMMON["learning_rate"], BASES["dpo"]["beta"]
 SEED, GAMMA = COMMON["seed"], 0.5  # PreferenceConfig's default simpo_gamma
