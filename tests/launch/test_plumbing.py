@@ -11,7 +11,7 @@ from tests.helpers.make import run_make
 from tests.helpers.ranks import spawn_ranks
 from tests.helpers.run_cache import Runs
 
-ECHO = "tests.helpers.echo_rank"
+ECHO = "tests.helpers.workers.echo_rank"
 
 
 def test_every_test_and_child_is_offline():

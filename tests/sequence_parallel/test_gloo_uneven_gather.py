@@ -15,7 +15,7 @@ pytestmark = pytest.mark.distributed
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    return spawn_ranks("tests.helpers.uneven_gather_worker", 2, tmp_path_factory.mktemp("uneven"), timeout=300)
+    return spawn_ranks("tests.helpers.workers.uneven_gather_worker", 2, tmp_path_factory.mktemp("uneven"), timeout=300)
 
 
 def test_upstream_gloo_all_gather_refuses_unequal_shapes(ranks):

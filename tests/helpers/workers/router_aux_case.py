@@ -1,5 +1,6 @@
 """The router-aux case tests/parity/test_router_aux_zero.py computes at sp=1 (in the test) and at sp=2 (two gloo ranks,
-tests/helpers/router_aux_worker.py): the same seeded hidden states, padding and router weights on both sides."""
+tests/helpers/workers/router_aux_worker.py): the same seeded hidden states, padding and router weights on both
+sides."""
 
 import torch
 

@@ -1,6 +1,7 @@
 """The in-training retrieval slice (RetrievalCallback.measure) on the mesh it is launched on, for a saved model.
 
-    accelerate launch --config_file X tests/helpers/retrieval_slice.py CHECKPOINT OUT_JSON N --config RECIPE ...
+    accelerate launch --config_file X tests/helpers/workers/retrieval_slice.py \
+        CHECKPOINT OUT_JSON N --config RECIPE ...
 
 The model is prepared as the trainer prepares it (DeepSpeed ZeRO-3 with the recipe's config, Ulysses attention
 kept on in eval); the slice keeps its first N examples, so a test can give it a count the mesh's dp does not

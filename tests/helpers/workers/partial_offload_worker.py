@@ -1,6 +1,6 @@
 """A real ZeRO-3 engine with partial optimizer offload on CPU, stepped under a learning-rate warm-up; prints JSON.
 
-Run as a child by tests/training/test_partial_offload.py: `python -m tests.helpers.partial_offload_worker
+Run as a child by tests/training/test_partial_offload.py: `python -m tests.helpers.workers.partial_offload_worker
 [--upstream]`. DeepSpeed's CPU Adam (the op the tier builds once) with `offload_optimizer.ratio: 0.5` over sub-groups
 of 20,000 elements, so DeepSpeed builds its `backup_optimizer` for the first half of the sub-groups. On the CPU
 accelerator upstream routes every sub-group to the CPU Adam (their device is 'cpu'), so the GPU half is marked with
