@@ -8,7 +8,7 @@ SGD steps (the parity gate's tolerances). With the isolation switched off
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.references.packed_parity import n_documents, write_packed, write_separate
 from tests.parity.test_sp_parity import mismatches
 

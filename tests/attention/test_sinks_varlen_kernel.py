@@ -31,7 +31,7 @@ from tests.attention.test_sinks_attention import (
     inputs,
     positions,
 )
-from tests.helpers.launch import REPO
+from tests.helpers.launching.launch import REPO
 from tests.helpers.references import cpu_varlen
 
 # The argument lists of torch_attn::_varlen_attn in other torch releases (the backward's is the same in all three)

@@ -18,7 +18,7 @@ import pytest
 from datasets import load_from_disk
 
 from longctx.config.exit_codes import PREEMPTED
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.references.preference import prepare, recipe_argv, write_pairs
 
 # two launches: `slow` (the default tier's budget); the default tier keeps the partial file's round trip

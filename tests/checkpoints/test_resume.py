@@ -17,7 +17,7 @@ import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers.checkpoints.resume_runs import FAKE_TOKEN, fingerprints, launch_resume, losses
-from tests.helpers.launch import assert_ok, log_history
+from tests.helpers.launching.launch import assert_ok, log_history
 
 # slow (make test-all), for the 10-minute default tier; in it: the preempt / crash-mid-save / resume chain
 # (tests/faults/test_faults_launch.py: resumed losses, data order and weights; the killed rank named) and a

@@ -10,7 +10,7 @@ import pytest
 
 from longctx.config.checkpoints import SAVING_MARK, TOPOLOGY_FILE
 from longctx.training.checkpoints.agreed_resume import agreed_resume, checkpoint_problem
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 WORKER = "tests.helpers.checkpoints.resume_agreement"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
-from tests.helpers.launch import REPO, accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import REPO, accelerate_launch, assert_ok, log_history
 
 # slow (make test-all), for the 10-minute default tier; in it: mid-epoch resume in tests/faults/test_faults_launch.py
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]

@@ -22,7 +22,7 @@ from collections import Counter
 import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
-from tests.helpers.launch import REPO, accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import REPO, accelerate_launch, assert_ok, log_history
 
 pytestmark = pytest.mark.distributed
 FIXTURE = ["--config", "tests/recipes/resume.yaml"]

@@ -14,8 +14,8 @@ import pytest
 
 from longctx.training.retrieval.haystack import filler_sentence
 from tests.helpers.fixtures.tiny_model import tiny_checkpoint
-from tests.helpers.launch import accelerate_launch, assert_ok
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, assert_ok
+from tests.helpers.launching.run_cache import run_cache
 
 pytestmark = pytest.mark.distributed
 # The model each run builds (eval-sp.yaml's tiny-llama tokenizer and data; another architecture from its config)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 from tests.parity.test_grpo_parity import RECIPE, prepare_prompts, write_inputs
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]

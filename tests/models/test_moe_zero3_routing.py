@@ -14,7 +14,7 @@ import pytest
 
 from longctx.training.layers.moe_routing import per_expert_blocks
 from tests.helpers import REPO
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 

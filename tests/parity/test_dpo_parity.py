@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
+from tests.helpers.launching.run_cache import run_cache
 from tests.helpers.references.preference import eval_rows, prepare, train, write_pairs
-from tests.helpers.run_cache import run_cache
 
 # slow (make test-all), for the 10-minute default tier; in it: tests/preference/test_dpo_reference.py (sp=2 against
 # a DPO loss written by hand over each sequence alone)

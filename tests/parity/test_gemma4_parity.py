@@ -21,9 +21,9 @@ import math
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 from tests.helpers.references.moe_rows import write_rows
-from tests.helpers.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches
 
 # slow (make test-all), for the 10-minute default tier; in it: windows inside documents under SP (gpt-oss's gate,

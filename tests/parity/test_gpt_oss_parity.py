@@ -13,8 +13,8 @@ import math
 
 import pytest
 
+from tests.helpers.launching.run_cache import run_cache
 from tests.helpers.references.moe_rows import write_rows
-from tests.helpers.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -25,7 +25,7 @@ STEPS = 4  # tests/recipes/moe-parity.yaml: max_steps
 def train(tmp, data, sp: int, script: str = "recipes/sft.py"):
     from safetensors.torch import load_file
 
-    from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+    from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 
     accel = f"accelerate_configs/cpu-sp{sp}.yaml"
     out = tmp / f"{script.split('/')[-1][:-3]}-sp{sp}"

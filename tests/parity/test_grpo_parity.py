@@ -29,10 +29,10 @@ import torch
 from tests.helpers import REPO
 from tests.helpers.fixtures.tiny_model import tiny_checkpoint
 from tests.helpers.fixtures.zero_configs import zero_variant
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 from tests.helpers.references.grpo_reference import ITERATIONS, STEPS, G, by_hand, per_token_loss, token_log_probs
 from tests.helpers.references.grpo_replay import token_reward
-from tests.helpers.run_cache import run_cache
 
 pytestmark = pytest.mark.distributed
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, accelerate_launch_machines, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, accelerate_launch_machines, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_sp_parity import STEPS, mismatches, write_rows
 
 pytestmark = pytest.mark.distributed

@@ -16,7 +16,7 @@ ZeRO-3 at sp=2 x dp=2; their cheap default-tier guard is tests/parity/test_route
 import pytest
 
 from tests.helpers.fixtures.zero_configs import zero_variant
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches, train, write_rows
 
 # slow (make test-all), for the 10-minute default tier; in it: gpt-oss's gate (router aux on) and

@@ -22,7 +22,7 @@ from longctx.combinations.generate import PAIRWISE_JSON
 from longctx.combinations.synthesize import write_configuration
 from longctx.config.model.linear_layers import text_config
 from tests.helpers import REPO
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.references import pairwise as pw
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]

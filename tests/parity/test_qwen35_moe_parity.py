@@ -26,7 +26,7 @@ from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe
 
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.training.layers.router_aux import recorded_router_logits, router_class, router_sums
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_moe_router_parity import aux_mismatches
 from tests.parity.test_qwen35_parity import write_rows
 from tests.parity.test_sp_parity import mismatches, train

@@ -19,8 +19,8 @@ import sys
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed

@@ -13,9 +13,9 @@ replaced by a plain average, and a ring that lets a chunk's first document atten
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 from tests.helpers.references.packed_parity import write_packed, write_separate
-from tests.helpers.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches
 
 ACCUMULATE = ("--gradient_accumulation_steps", "2")

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
 
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 from tests.helpers.workers.router_aux_case import CASE, hidden_states, router_weight
 
 pytestmark = pytest.mark.distributed

@@ -17,8 +17,8 @@ from safetensors.torch import load_file
 
 from longctx.training.retrieval.haystack import filler_sentence, haystack
 from tests.helpers.fixtures.zero_configs import zero_variant
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 
 pytestmark = pytest.mark.distributed
 

@@ -8,7 +8,7 @@ right gradient through it. The installer must leave the world-sized case to torc
 
 import pytest
 
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 

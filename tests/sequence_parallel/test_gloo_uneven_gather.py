@@ -8,7 +8,7 @@ one micro-batch per rank's row, each at its own length. Equal shapes and sp=1 st
 
 import pytest
 
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 

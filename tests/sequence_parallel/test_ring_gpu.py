@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from tests.helpers.launch import REPO
+from tests.helpers.launching.launch import REPO
 from tests.helpers.references.thread_ring import dense_reference
 
 pytestmark = [

@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from longctx.config.rules.alst import alst_problems
 from longctx.training.memory import alst
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 TINY = "recipes/assets/tiny-llama"
 

@@ -27,7 +27,7 @@ from longctx.training.memory import alst
 from tests.attention.test_isolation_varlen import reference_varlen_attn
 from tests.helpers.fixtures.registries import restored_attention_registries  # noqa: F401 (a fixture)
 from tests.helpers.fixtures.sync_count import SyncCounter
-from tests.helpers.launch import free_port
+from tests.helpers.launching.launch import free_port
 from tests.helpers.references import cpu_varlen
 
 TINY = "recipes/assets/tiny-llama"

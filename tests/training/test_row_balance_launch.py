@@ -21,8 +21,8 @@ import torch
 from accelerate.data_loader import SeedableRandomSampler
 
 from data_prep.__main__ import main as data_prep
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 
 RECIPE = "tests/recipes/balance.yaml"
 CONFIG = "accelerate_configs/cpu-sp1-dp2.yaml"

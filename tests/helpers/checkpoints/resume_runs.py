@@ -6,7 +6,7 @@ uninterrupted run (the `uninterrupted_resume_run` fixture of tests/conftest.py).
 import json
 from pathlib import Path
 
-from tests.helpers.launch import accelerate_launch
+from tests.helpers.launching.launch import accelerate_launch
 
 PROBE = "tests/helpers/checkpoints/resume_probe.py"
 SP2 = "accelerate_configs/cpu-sp2.yaml"

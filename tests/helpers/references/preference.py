@@ -5,7 +5,7 @@ import random
 from pathlib import Path
 
 from longctx.training.retrieval.haystack import filler_sentence, haystack
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 
 RECIPE = "tests/recipes/dpo-parity.yaml"
 

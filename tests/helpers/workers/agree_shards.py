@@ -1,8 +1,9 @@
 """One rank for tests/training/test_alst.py: joins a gloo group and reports its TiledMLP tile count.
 
-Started by tests/helpers/ranks.py (`python -m tests.helpers.workers.agree_shards OUT_DIR HIDDEN SEQLEN_0 SEQLEN_1 ...`,
-rank and port in the environment): rank r holds a shard of SEQLEN_r tokens and writes OUT_DIR/rank{r}.json with the
-count the group agreed on. Its own small module, so a rank imports torch and longctx.training.memory.alst only.
+Started by tests/helpers/launching/ranks.py
+(`python -m tests.helpers.workers.agree_shards OUT_DIR HIDDEN SEQLEN_0 SEQLEN_1 ...`, rank and port in the
+environment): rank r holds a shard of SEQLEN_r tokens and writes OUT_DIR/rank{r}.json with the count the group
+agreed on. Its own small module, so a rank imports torch and longctx.training.memory.alst only.
 """
 
 import json

@@ -1,7 +1,7 @@
 """One rank of an sp-rank gloo group: what DeepSpeed's Ulysses all-to-all adds to attention's peak memory.
 
-Started by tests/helpers/ranks.py on SP ranks (`python -m tests.helpers.workers.all_to_all_memory OUT_DIR`, rank, world
-size and port in the environment). Each rank runs
+Started by tests/helpers/launching/ranks.py on SP ranks (`python -m tests.helpers.workers.all_to_all_memory OUT_DIR`,
+rank, world size and port in the environment). Each rank runs
 DeepSpeed's `UlyssesSPAttentionHF` around transformers' sdpa attention, forward and backward, on its s-token
 shard, and the same sdpa alone on the tensors the all-to-all hands it (the full sequence, H / sp heads): the
 difference in peak bytes (longctx/memory_plan/measure.py), over S x 2 bytes x the attention width, is the

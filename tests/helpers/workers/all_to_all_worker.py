@@ -1,7 +1,7 @@
 """One rank of a 4-process gloo world split into 2-rank groups {0,1} and {2,3} (an sp=2 x dp=2 mesh).
 
-Started by tests/helpers/ranks.py (`python -m tests.helpers.workers.all_to_all_worker OUT_DIR`, rank and port in the
-environment). Each rank writes OUT_DIR/rank{r}.json:
+Started by tests/helpers/launching/ranks.py (`python -m tests.helpers.workers.all_to_all_worker OUT_DIR`, rank and port
+in the environment). Each rank writes OUT_DIR/rank{r}.json:
 - `upstream`: what torch's own `_AlltoAll` does in its group (the error text, or "ok");
 - `exchange`: the tensors our all-to-all delivered (rank r sends 100*r + j to member j);
 - `grad`: d/dx of sum_k (k+1) * all_gather(x)[k] through `torch.distributed.nn.functional.all_gather`

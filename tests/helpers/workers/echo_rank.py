@@ -1,4 +1,4 @@
-"""A rank that only reports what tests/helpers/ranks.py handed it, for tests/launch/test_plumbing.py.
+"""A rank that only reports what tests/helpers/launching/ranks.py handed it, for tests/launch/test_plumbing.py.
 
 `python -m tests.helpers.workers.echo_rank OUT_DIR`: writes OUT_DIR/rank{r}.json with the rank's view of its
 environment; the rank named by ECHO_FAIL_RANK instead prints to stderr and exits 1, the one named by ECHO_HANG_RANK

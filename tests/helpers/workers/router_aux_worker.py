@@ -1,7 +1,7 @@
 """One rank of a 2-process gloo SP group computing the MoE router aux loss through layers/router_aux.py.
 
-Run by tests/helpers/ranks.py's `spawn_ranks` (`python -m tests.helpers.workers.router_aux_worker OUT_DIR`, the rank
-and world in the environment). Both ranks hold the same router weight and
+Run by tests/helpers/launching/ranks.py's `spawn_ranks` (`python -m tests.helpers.workers.router_aux_worker OUT_DIR`,
+the rank and world in the environment). Both ranks hold the same router weight and
 each its half of every row's hidden states (as Ulysses shards a sequence); each computes `exact_aux_loss` from its
 router logits (two layers) and back-propagates it. The router weight's gradients of the two ranks are then summed
 and divided as DeepSpeed 0.19.8 divides them (longctx/config/rules/zero.py): by dp = 1 under ZeRO-2, by sp x dp = 2

@@ -1,7 +1,7 @@
 """One rank of a 2-process gloo world whose ranks load rows of different lengths (4 and 6 tokens, sp=2).
 
-Started by tests/helpers/ranks.py (`python -m tests.helpers.workers.uneven_gather_worker OUT_DIR`, rank and port in the
-environment). Each rank writes OUT_DIR/rank{r}.json:
+Started by tests/helpers/launching/ranks.py (`python -m tests.helpers.workers.uneven_gather_worker OUT_DIR`, rank and
+port in the environment). Each rank writes OUT_DIR/rank{r}.json:
 - `upstream`: what DeepSpeed's own all-gather does with output tensors of the two lengths (the error, or "ok");
 - `installed_for_sp1`, `installed`: what `gloo_uneven_gather.install` returned for sp=1 and for sp=2;
 - `equal_shapes`: an all-gather of equal shapes through the installed replacement (served by the upstream method);

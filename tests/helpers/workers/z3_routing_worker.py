@@ -1,8 +1,8 @@
 """One rank of a 2-process gloo world: MoE blocks under ZeRO-3 while the two ranks route to different experts.
 
-Started by tests/helpers/ranks.py (`python -m tests.helpers.workers.z3_routing_worker OUT_DIR`, rank and port in the
-environment). Top-1 routing is forced by the input: rank 0's tokens all choose expert 0, rank 1's choose experts 1
-and 2, so the ranks run different experts and a different number of them (what SP does to the ranks of one
+Started by tests/helpers/launching/ranks.py (`python -m tests.helpers.workers.z3_routing_worker OUT_DIR`, rank and port
+in the environment). Top-1 routing is forced by the input: rank 0's tokens all choose expert 0, rank 1's choose experts
+1 and 2, so the ranks run different experts and a different number of them (what SP does to the ranks of one
 group). Three cases, in this order:
 
 - `fused`: transformers 5.23's `Qwen3MoeSparseMoeBlock` (all experts in one module of 3-D parameters);

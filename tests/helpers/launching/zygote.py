@@ -1,9 +1,9 @@
 """A warm launch zygote for the test session: ranks forked from a process that has imported the stack once.
 
 Why: every rank of every `accelerate launch` a test makes spends about 12 s of CPU importing torch, transformers,
-DeepSpeed, TRL and Liger before it does anything (measured: `tests/helpers/zygote.py` docstring in docs/tests.md);
-on 2 cores that import, not the training, is most of a small launch. The launch itself stays the real one:
-`accelerate launch` -> torch's elastic agent, which starts each rank as `$PYTHON_EXEC -u SCRIPT ARGS`
+DeepSpeed, TRL and Liger before it does anything (measured: `tests/helpers/launching/zygote.py` docstring in
+docs/tests.md); on 2 cores that import, not the training, is most of a small launch. The launch itself stays the real
+one: `accelerate launch` -> torch's elastic agent, which starts each rank as `$PYTHON_EXEC -u SCRIPT ARGS`
 (torch/distributed/run.py). With the zygote on, PYTHON_EXEC is a small client (`client` below, a stdlib-only
 script) that hands its argv, environment, working folder and standard streams to the zygote, which forks a child
 that becomes the rank: the environment replaced by the client's, sys.argv and sys.path as a fresh interpreter would
@@ -17,7 +17,7 @@ preloaded one, and any environment variable a preloaded library reads when it is
 Hub's offline switches and caches, DeepSpeed's accelerator, the CUDA device list, the hash seed...) whose value
 differs from the zygote's. The rank does not see the zygote's own `tests` modules.
 
-    python -m tests.helpers.zygote serve SOCKET   # prints "ready" once the stack is imported
+    python -m tests.helpers.launching.zygote serve SOCKET   # prints "ready" once the stack is imported
 """
 
 import json
@@ -63,7 +63,7 @@ def cpu_default() -> str | None:
 
 
 CLIENT = r"""#!{python} -S
-# The zygote's client (tests/helpers/zygote.py): a rank started by torch's elastic agent as PYTHON_EXEC.
+# The zygote's client (tests/helpers/launching/zygote.py): a rank started by torch's elastic agent as PYTHON_EXEC.
 import array, json, os, signal, socket, struct, sys
 SOCK, REAL, WANT, SHADOWED = {sock!r}, {python!r}, {want!r}, {shadowed!r}
 args = sys.argv[1:]
@@ -293,5 +293,5 @@ def reap(pid: int, conn: socket.socket) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["serve"] or len(sys.argv) != 3:
-        sys.exit("usage: python -m tests.helpers.zygote serve SOCKET")
+        sys.exit("usage: python -m tests.helpers.launching.zygote serve SOCKET")
     serve(sys.argv[2])

@@ -1,4 +1,5 @@
-"""A pytest plugin: each test's outcome as one JSON line, flushed when the test ends (`-p tests.helpers.outcome_rows`).
+"""A pytest plugin: each test's outcome as one JSON line, flushed when the test ends
+(`-p tests.helpers.launching.outcome_rows`).
 
 Why: JUnit XML (`--junitxml`) is written once, at the end of the session; a GPU session (benchmarks/gpu_step.sh)
 runs its `gpu` tests under a time cap, and a run cut by it must still say what finished. The file is

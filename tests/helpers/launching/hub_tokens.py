@@ -20,7 +20,7 @@ def env_with_tokens() -> dict:
 
 
 def args_with_token(overrides: str = "") -> str:
-    """The make variable ARGS carrying the token, then `overrides`: pass to run_make (tests/helpers/make.py)
+    """The make variable ARGS carrying the token, then `overrides`: pass to run_make (tests/helpers/launching/make.py)
     without `-s`, as a user types it, so anything make echoes is in the output."""
     return f"ARGS={ARGS} {overrides}".rstrip()
 

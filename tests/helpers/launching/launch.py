@@ -9,7 +9,7 @@ from pathlib import Path
 
 from longctx.launch.accelerate_launch import accelerate_argv, free_port, supervised
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def accelerate_launch(
