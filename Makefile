@@ -175,8 +175,9 @@ gpu-bench:
 	@benchmarks/gpu_step.sh run $(FLAGS)
 
 # The default tier (what CI runs: no `slow`, no `gpu`), in one process by default; TEST_WORKERS=2 spreads it over
-# two pytest-xdist workers (tests that share a launched run stay on one: tests/helpers/worker_groups.py). On 2 cores
-# the tier is CPU-bound, so two workers gained 14% (docs/tests.md); CI keeps the one-process order it has proven.
+# two pytest-xdist workers (tests that share a launched run stay on one: tests/helpers/launching/worker_groups.py).
+# On 2 cores the tier is CPU-bound, so two workers gained 14% (docs/tests.md); CI keeps the one-process order it has
+# proven.
 TEST_WORKERS ?= 0
 xdist = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup)
 XDIST = $(call xdist,$(TEST_WORKERS))

@@ -17,8 +17,8 @@
 #      device.json rewritten from the venv (the versions that run);
 #   4. DeepSpeed's CPU Adam compiled in the background (the recipe's optimizer; the run loads it when it gets there);
 #   5. every `gpu`-marked test (pytest -m gpu, capped at $GPU_TESTS_TIMEOUT_S: default 75 s, 900 with --cpu):
-#      gpu_tests.jsonl, one line per test flushed as it ends (tests/helpers/outcome_rows.py), and gpu_tests.xml
-#      (JUnit, written at its end); the CPU Adam build runs meanwhile;
+#      gpu_tests.jsonl, one line per test flushed as it ends (tests/helpers/launching/outcome_rows.py), and
+#      gpu_tests.xml (JUnit, written at its end); the CPU Adam build runs meanwhile;
 #   6. benchmarks/gpu_step.py (FLAGS; --tiny with --cpu) with the time left less 60 s as its budget (at most
 #      $GPU_STEP_BUDGET_S when set): the recipe's steps from 4K to its max_length, packed and unpacked, one JSON line
 #      per row in gpu_step.jsonl, flushed; then the exact recipe.yaml that ran and its step record (steps.jsonl).
@@ -83,7 +83,7 @@ case "${1:-}" in
     # Only the files that mark a test `gpu` are collected (collecting all of tests/ costs minutes on a busy machine).
     # SIGINT first: pytest stops at the test it is in and still writes its JUnit XML; the rows are flushed anyway.
     OUTCOME_ROWS="$out/gpu_tests.jsonl" timeout -s INT --kill-after=15 "${GPU_TESTS_TIMEOUT_S:-$(( cpu ? 900 : 75 ))}" \
-      "$py" -m pytest -m gpu -p tests.helpers.outcome_rows -p no:cacheprovider --continue-on-collection-errors \
+      "$py" -m pytest -m gpu -p tests.helpers.launching.outcome_rows -p no:cacheprovider --continue-on-collection-errors \
       -q -rA --junitxml="$out/gpu_tests.xml" $(grep -rlE --include='*.py' 'mark\.gpu\b' tests | sort) >"$out/tests.log" 2>&1
     phase gpu_tests "$?"
     tail -n 5 "$out/tests.log"

@@ -15,9 +15,9 @@ import pytest
 
 from longctx.config.paths import launch_path
 from tests.helpers import OFFLINE, REPO, TORCH_EXTENSIONS_DIR
-from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture, used below)
-from tests.helpers.worker_groups import mark_groups
-from tests.helpers.zygote import wait_ready, write_client
+from tests.helpers.fixtures.registries import restored_attention_registries  # noqa: F401 (a fixture, used below)
+from tests.helpers.launching.worker_groups import mark_groups
+from tests.helpers.launching.zygote import wait_ready, write_client
 
 os.environ.update(OFFLINE, TORCH_EXTENSIONS_DIR=TORCH_EXTENSIONS_DIR)
 # An xdist worker shares the cores with the others: one torch thread each, as torchrun gives each rank (two workers
@@ -44,7 +44,7 @@ def pytest_sessionstart(session):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Tests sharing a launched run stay on one xdist worker (tests/helpers/worker_groups.py)."""
+    """Tests sharing a launched run stay on one xdist worker (tests/helpers/launching/worker_groups.py)."""
     mark_groups(config, items)
 
 
@@ -73,11 +73,11 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.fixture(scope="session")
 def launch_zygote(tmp_path_factory):
-    """The session's warm zygote (tests/helpers/zygote.py), started at the first launching test: its client's path,
-    for PYTHON_EXEC. None when it could not start (every launch then starts its ranks as before)."""
+    """The session's warm zygote (tests/helpers/launching/zygote.py), started at the first launching test: its client's
+    path, for PYTHON_EXEC. None when it could not start (every launch then starts its ranks as before)."""
     folder = tmp_path_factory.mktemp("zygote")
     sock, log = str(folder / "zygote.sock"), open(folder / "zygote.log", "w")  # noqa: SIM115 - closed below
-    argv = [sys.executable, "-m", "tests.helpers.zygote", "serve", sock]
+    argv = [sys.executable, "-m", "tests.helpers.launching.zygote", "serve", sock]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO, start_new_session=True)
     ready = wait_ready(proc.stdout)
     if not ready:  # stuck or dead: every launch then starts its ranks as before
@@ -106,9 +106,9 @@ def warm_ranks(request):
 
 @pytest.fixture(autouse=True)
 def stock_attention_after_each_test(restored_attention_registries):  # noqa: F811 (the fixture imported above)
-    """Every test leaves attention as transformers ships it (tests/helpers/registries.py), whichever test ran before
-    it: a test that installed the isolated `sdpa` and kept it made a later test's result depend on the order, which
-    xdist's workers change (GRPO's Gemma 4 generation failed about one run in three)."""
+    """Every test leaves attention as transformers ships it (tests/helpers/fixtures/registries.py), whichever test ran
+    before it: a test that installed the isolated `sdpa` and kept it made a later test's result depend on the order,
+    which xdist's workers change (GRPO's Gemma 4 generation failed about one run in three)."""
     yield
 
 
@@ -117,8 +117,8 @@ def uninterrupted_resume_run(tmp_path_factory):
     """tests/recipes/resume.yaml trained 6 steps at sp=2 without a fault (given a fake `--hub_token` that must appear
     nowhere): the reference that tests/checkpoints/test_resume.py and tests/faults/test_faults_launch.py compare
     resumed runs with, run once per session."""
-    from tests.helpers.launch import assert_ok
-    from tests.helpers.resume_runs import FAKE_TOKEN, launch_resume
+    from tests.helpers.checkpoints.resume_runs import FAKE_TOKEN, launch_resume
+    from tests.helpers.launching.launch import assert_ok
 
     root = tmp_path_factory.mktemp("uninterrupted")
     proc = launch_resume(root / "out", root / "probe", "--hub_token", FAKE_TOKEN)

@@ -41,7 +41,7 @@ def free_port() -> int:
 def python_exec() -> str:
     """The interpreter of every Python process a launch starts (accelerate's launcher, data preparation, the
     rehearsal's steps): PYTHON_EXEC where it is set, the variable torch's elastic agent starts each rank with (a
-    cluster's wrapper; the test session's warm zygote, tests/helpers/zygote.py), else this one."""
+    cluster's wrapper; the test session's warm zygote, tests/helpers/launching/zygote.py), else this one."""
     return os.environ.get("PYTHON_EXEC") or sys.executable
 
 

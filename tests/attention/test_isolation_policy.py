@@ -7,7 +7,7 @@ import pytest
 from longctx.config.recipe import RecipeError, parse_recipe
 from longctx.config.rules.attention.isolation import isolation_guarantee, packed_isolation_problems
 from longctx.training.attention.isolation import install_document_isolation, sliding_window_layers
-from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture)
+from tests.helpers.fixtures.registries import restored_attention_registries  # noqa: F401 (a fixture)
 
 TOPO = SimpleNamespace(sp_size=2)
 

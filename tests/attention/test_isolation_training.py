@@ -8,8 +8,8 @@ SGD steps (the parity gate's tolerances). With the isolation switched off
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.packed_parity import n_documents, write_packed, write_separate
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.references.packed_parity import n_documents, write_packed, write_separate
 from tests.parity.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -55,10 +55,10 @@ def test_packed_ring_of_two_with_accumulation_trains_like_documents_one_by_one(r
     """Hybrid SP at U=1 x R=2 (longctx/training/sequence_parallel/): the documents across the shard edge reach their
     earlier keys through the ring and no other document's, with gradient accumulation (each step: 2 micro-batches of
     the same 2 rows, the same token-weighted loss and gradient), and with the load balance forced on, so the mirror
-    ranks swap query halves and outputs over gloo (tests/helpers/ring_controls.py; `auto` would not swap these short
-    documents). 4-process meshes and `auto`: tests/parity/test_ring_parity.py."""
+    ranks swap query halves and outputs over gloo (tests/helpers/controls/ring_controls.py; `auto` would not swap these
+    short documents). 4-process meshes and `auto`: tests/parity/test_ring_parity.py."""
     extra = ("--gradient_accumulation_steps", "2", "--ring_balance", "on")
-    stdout, packed = runs("packed", "sp2-u1r2", *extra, script="tests/helpers/ring_controls.py")
+    stdout, packed = runs("packed", "sp2-u1r2", *extra, script="tests/helpers/controls/ring_controls.py")
     assert "[ring] sp=2 = Ulysses 1 x ring 2" in stdout and "[ring-balance] on" in stdout
     assert mismatches(runs("separate", 1)[1], packed) == []
 

@@ -2,8 +2,8 @@
 
 On a GPU in bf16 the sink-aware sdpa runs torch's varlen FlashAttention ops (`torch_attn::_varlen_attn` and its
 backward), which exist only once `torch.nn.attention.varlen` is imported and whose arguments differ by torch
-version. Their only kernels are CUDA ones, so here tests/helpers/cpu_varlen.py registers CPU kernels for the real
-ops (FlashAttention's masking rule, arguments read by the schema's names) and `VarlenKernel` runs through the
+version. Their only kernels are CUDA ones, so here tests/helpers/references/cpu_varlen.py registers CPU kernels for the
+real ops (FlashAttention's masking rule, arguments read by the schema's names) and `VarlenKernel` runs through the
 dispatcher exactly as on a GPU: outputs and the gradients of q, k, v and the sinks must equal transformers'
 eager gpt-oss attention (tests/attention/test_sinks_attention.py's reference), for packed rows, windows and GQA, with
 the installed torch's op (2.13: `enable_gqa` 11th) and with ops declaring torch 2.11's signature (no grouped-query
@@ -31,8 +31,8 @@ from tests.attention.test_sinks_attention import (
     inputs,
     positions,
 )
-from tests.helpers import cpu_varlen
-from tests.helpers.launch import REPO
+from tests.helpers.launching.launch import REPO
+from tests.helpers.references import cpu_varlen
 
 # The argument lists of torch_attn::_varlen_attn in other torch releases (the backward's is the same in all three)
 FORWARD_SCHEMAS = {
@@ -133,7 +133,7 @@ from longctx.training.attention.kernels import CpuKernel, SinkAttention, VarlenK
 assert "torch.nn.attention.varlen" not in sys.modules, "imported before the kernel: this test proves nothing"
 layout = DocumentLayout().fill(torch.cat([torch.arange(n) for n in (5, 17, 3, 23)])[None], 1)
 kernel = VarlenKernel(layout, 0.35, 16)  # needs the op: the kernel must load it itself
-from tests.helpers import cpu_varlen
+from tests.helpers.references import cpu_varlen
 cpu_varlen.register()
 g = torch.Generator().manual_seed(0)
 q, k, v = (torch.randn(48, h, 8, generator=g, requires_grad=True) for h in (4, 2, 2))

@@ -17,7 +17,7 @@ from longctx.config.paths import cli_command
 from longctx.export.hub import push
 from longctx.export.weights import ExportError, find_checkpoint
 from tests.helpers import REPO
-from tests.helpers.hub_tokens import ENV_TOKEN, env_with_tokens
+from tests.helpers.launching.hub_tokens import ENV_TOKEN, env_with_tokens
 
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 LORA = ["--use_peft", "true", "--lora_r", "4", "--lora_alpha", "8", "--lora_target_modules", "all-linear"]

@@ -1,7 +1,8 @@
 """A preemption during the DPO reference pass stops every rank there and keeps what was computed (reference.py).
 
 Two launches of the same command (sp=2 over 2 CPU processes, the reference precomputed; every row in step 1 through
-gradient accumulation) into one output folder, as a requeued job runs it (tests/helpers/reference_preempt_probe.py):
+gradient accumulation) into one output folder, as a requeued job runs it
+(tests/helpers/checkpoints/reference_preempt_probe.py):
   1. rank 1 receives SIGUSR1 in the pass's second batch: both ranks stop before the third, the rows of the first two
      are kept in `train-<key>.partial.json`, and the launch exits 75 (PREEMPTED) with no checkpoint;
   2. the same command computes only the rows after them, and step 1's loss is ln 2 exactly: policy and reference
@@ -17,15 +18,15 @@ import pytest
 from datasets import load_from_disk
 
 from longctx.config.exit_codes import PREEMPTED
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.preference import prepare, recipe_argv, write_pairs
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.references.preference import prepare, recipe_argv, write_pairs
 
 # two launches: `slow` (the default tier's budget); the default tier keeps the partial file's round trip
 # (tests/preference/test_preference_reference.py) and the training-step preemption chain
 # (tests/faults/test_faults_launch.py)
 pytestmark = [pytest.mark.distributed, pytest.mark.faults, pytest.mark.slow]
 ACCEL = "accelerate_configs/cpu-sp2.yaml"
-PROBE = "tests/helpers/reference_preempt_probe.py"
+PROBE = "tests/helpers/checkpoints/reference_preempt_probe.py"
 
 
 def rows_computed(probe) -> list[int]:

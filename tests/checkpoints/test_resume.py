@@ -6,7 +6,8 @@ Three launches of tests/recipes/resume.yaml (6 steps, checkpoint every 3) share 
   B: the same run through the launch process of `python -m longctx sft`, but rank 1 SIGKILLs itself entering step 5
      (after checkpoint-3 was saved);
   B resumed: `--resume_from_checkpoint true` (checkpoint-3) runs steps 4..6.
-Every rank records a fingerprint of the input_ids shard it computes at each step (tests/helpers/resume_probe.py).
+Every rank records a fingerprint of the input_ids shard it computes at each step
+(tests/helpers/checkpoints/resume_probe.py).
 """
 
 import json
@@ -15,8 +16,8 @@ import time
 import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
-from tests.helpers.launch import assert_ok, log_history
-from tests.helpers.resume_runs import FAKE_TOKEN, fingerprints, launch_resume, losses
+from tests.helpers.checkpoints.resume_runs import FAKE_TOKEN, fingerprints, launch_resume, losses
+from tests.helpers.launching.launch import assert_ok, log_history
 
 # slow (make test-all), for the 10-minute default tier; in it: the preempt / crash-mid-save / resume chain
 # (tests/faults/test_faults_launch.py: resumed losses, data order and weights; the killed rank named) and a

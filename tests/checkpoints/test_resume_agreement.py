@@ -1,18 +1,18 @@
 """`resume_from_checkpoint: auto` resolved once, loaded by every rank (longctx/training/checkpoints/agreed_resume.py).
 
-Two gloo ranks, each reading its own view of the output folder (tests/helpers/resume_agreement.py), as ranks on
-nodes whose network filesystem caches an old listing: rank 0 sees checkpoint-2, rank 1 only checkpoint-1. Resolved
-on each rank (the code before), they load different checkpoints; agreed, both load rank 0's. A rank that cannot
-load that folder is every rank's error, naming it.
+Two gloo ranks, each reading its own view of the output folder (tests/helpers/checkpoints/resume_agreement.py), as
+ranks on nodes whose network filesystem caches an old listing: rank 0 sees checkpoint-2, rank 1 only checkpoint-1.
+Resolved on each rank (the code before), they load different checkpoints; agreed, both load rank 0's. A rank that
+cannot load that folder is every rank's error, naming it.
 """
 
 import pytest
 
 from longctx.config.checkpoints import SAVING_MARK, TOPOLOGY_FILE
 from longctx.training.checkpoints.agreed_resume import agreed_resume, checkpoint_problem
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
-WORKER = "tests.helpers.resume_agreement"
+WORKER = "tests.helpers.checkpoints.resume_agreement"
 
 
 @pytest.mark.distributed

@@ -2,7 +2,7 @@
 
 Per mesh, one uninterrupted run saves a checkpoint at every step; two runs resume from the second epoch's
 first checkpoint (odd step) and second (even step) and train to the end. Every rank records the step it
-computes and a fingerprint of its input_ids shard (tests/helpers/resume_probe.py). Resumed steps must match
+computes and a fingerprint of its input_ids shard (tests/helpers/checkpoints/resume_probe.py). Resumed steps must match
 the uninterrupted run's losses and fingerprints, and the uninterrupted run's second epoch must be a full,
 reshuffled pass over the same rows (one fingerprint per row shard, none lost, a new order).
 
@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
-from tests.helpers.launch import REPO, accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import REPO, accelerate_launch, assert_ok, log_history
 
 # slow (make test-all), for the 10-minute default tier; in it: mid-epoch resume in tests/faults/test_faults_launch.py
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
-PROBE = "tests/helpers/resume_probe.py"
+PROBE = "tests/helpers/checkpoints/resume_probe.py"
 HAYSTACK = REPO / "recipes/assets/tiny-haystack/train.jsonl"
 
 # name: (accelerate config, rows, gradient accumulation, optimizer steps per epoch)

@@ -2,8 +2,8 @@
 
 Each case trains tests/recipes/resume.yaml for 6 steps (checkpoint-3), checks that resuming on the new mesh is
 refused until converted, converts, resumes to step 6 and compares the losses with the uninterrupted run. Every
-rank records the input shard of each step (tests/helpers/resume_probe.py); joined per SP group into whole rows, they
-check that the resumed steps train exactly the uninterrupted run's rows, whatever the mesh.
+rank records the input shard of each step (tests/helpers/checkpoints/resume_probe.py); joined per SP group into whole
+rows, they check that the resumed steps train exactly the uninterrupted run's rows, whatever the mesh.
 
 Default tier: sp=2 x dp=2 -> sp=2 (dp 2 -> 1). The saved run trains 2 rows per optimizer step; at dp=1 with the
 recipe's accumulation 1 a step would train 1, so the resume is refused naming `--gradient_accumulation_steps 2`
@@ -22,11 +22,11 @@ from collections import Counter
 import pytest
 
 from longctx.config.recipe import RecipeError, parse_recipe
-from tests.helpers.launch import REPO, accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import REPO, accelerate_launch, assert_ok, log_history
 
 pytestmark = pytest.mark.distributed
 FIXTURE = ["--config", "tests/recipes/resume.yaml"]
-PROBE = "tests/helpers/resume_probe.py"
+PROBE = "tests/helpers/checkpoints/resume_probe.py"
 CASES = {  # name: (saving config, resuming config, accumulation that keeps the saved rows per step)
     "sp2-to-sp1": ("cpu-sp2", "cpu-sp1", None),
     "sp4-to-sp2": ("cpu-sp4", "cpu-sp2", None),

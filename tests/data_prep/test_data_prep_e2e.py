@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import log_history
-from tests.helpers.make import run_make
+from tests.helpers.launching.launch import log_history
+from tests.helpers.launching.make import run_make
 
 # slow: make sft on prepared data also runs in tests/user/test_sft_e2e.py and packed sp=2 training in
 # tests/attention/test_isolation_training.py; this end-to-end pairing runs in make test-all

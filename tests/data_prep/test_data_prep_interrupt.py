@@ -2,7 +2,7 @@
 dataset, the next run rebuilds and succeeds, and two separate runs write byte-identical output.
 
 Real processes, real signals: the kill lands once the first shard is on disk, while the others are being
-written (tests/helpers/slow_prep.py pauses 2 s after each shard so that window is certain).
+written (tests/helpers/launching/slow_prep.py pauses 2 s after each shard so that window is certain).
 """
 
 import json
@@ -45,7 +45,7 @@ def run_prep(source: Path, output: Path) -> subprocess.CompletedProcess:
 
 def kill_mid_write(source: Path, output: Path, sig: int) -> int:
     """Start a prep, send `sig` once something is written, return its exit code."""
-    cmd = [*prep_command(source, output, module="tests.helpers.slow_prep"), "--output", str(output)]
+    cmd = [*prep_command(source, output, module="tests.helpers.launching.slow_prep"), "--output", str(output)]
     proc = subprocess.Popen(cmd, cwd=REPO)
     deadline = time.monotonic() + 120
     while not list(output.glob(".tmp-*/dataset/*.arrow")):  # the first shard is on disk

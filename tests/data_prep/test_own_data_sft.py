@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.data_prep.test_own_data import sharegpt
-from tests.helpers.launch import log_history
-from tests.helpers.make import run_make
+from tests.helpers.launching.launch import log_history
+from tests.helpers.launching.make import run_make
 
 pytestmark = pytest.mark.distributed
 

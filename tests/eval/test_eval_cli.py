@@ -11,9 +11,9 @@ import torch
 from longctx.commands.eval import main
 from longctx.evaluation.options import default_lengths
 from tests.helpers import REPO
-from tests.helpers.hub_tokens import args_with_token, env_with_tokens, secret_leaks
-from tests.helpers.make import run_make
-from tests.helpers.tiny_model import tiny_checkpoint
+from tests.helpers.fixtures.tiny_model import tiny_checkpoint
+from tests.helpers.launching.hub_tokens import args_with_token, env_with_tokens, secret_leaks
+from tests.helpers.launching.make import run_make
 
 SP2_DP2 = "accelerate_configs/cpu-sp2-dp2-shard.yaml"
 GPU_RECIPES = sorted(p for p in (REPO / "recipes").rglob("*.yaml") if "tiny-llama" not in str(p))

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from longctx.training.retrieval.haystack import filler_sentence
-from tests.helpers.launch import accelerate_launch, assert_ok
-from tests.helpers.run_cache import run_cache
-from tests.helpers.tiny_model import tiny_checkpoint
+from tests.helpers.fixtures.tiny_model import tiny_checkpoint
+from tests.helpers.launching.launch import accelerate_launch, assert_ok
+from tests.helpers.launching.run_cache import run_cache
 
 pytestmark = pytest.mark.distributed
 # The model each run builds (eval-sp.yaml's tiny-llama tokenizer and data; another architecture from its config)
@@ -151,7 +151,9 @@ def test_retrieval_slice_at_sp2_dp2_with_an_odd_count_equals_sp1(tmp_path):
     accel = "accelerate_configs/cpu-sp2-dp2-shard.yaml"
     argv = [str(checkpoint), str(out), "5", "--config", "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"]
     slice_argv = [*argv, "--accelerate_config", accel]
-    assert_ok(accelerate_launch(accel, "tests/helpers/retrieval_slice.py", slice_argv, timeout=480))  # hangs without
+    assert_ok(
+        accelerate_launch(accel, "tests/helpers/workers/retrieval_slice.py", slice_argv, timeout=480)
+    )  # hangs without
     got = json.loads(out.read_text())
     assert got["examples"] == 5 and got["world"] == 4
 

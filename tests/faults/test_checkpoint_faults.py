@@ -26,7 +26,7 @@ from longctx.config.checkpoints import (
     write_record,
 )
 from longctx.training.checkpoints.commit import CheckpointSaveError, explained_save_failures, failure_kind
-from tests.helpers.checkpoint_folders import checkpoint
+from tests.helpers.checkpoints.checkpoint_folders import checkpoint
 
 pytestmark = pytest.mark.faults
 

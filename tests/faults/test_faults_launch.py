@@ -37,8 +37,8 @@ from longctx.launch.accelerate_launch import free_port
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.checkpoint_size import checkpoint_bytes
 from tests.helpers import REPO
-from tests.helpers.launch import assert_ok, log_history
-from tests.helpers.resume_runs import RECIPE, computed_steps, fingerprints, launch_resume, losses
+from tests.helpers.checkpoints.resume_runs import RECIPE, computed_steps, fingerprints, launch_resume, losses
+from tests.helpers.launching.launch import assert_ok, log_history
 
 pytestmark = [pytest.mark.distributed, pytest.mark.faults]
 

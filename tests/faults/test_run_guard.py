@@ -16,7 +16,7 @@ from transformers import TrainerControl, TrainerState
 
 from longctx.training.faults.run_guard import NonFiniteStop, RunGuard
 from longctx.training.faults.signals import PreemptionRequest
-from tests.helpers.checkpoint_folders import checkpoint
+from tests.helpers.checkpoints.checkpoint_folders import checkpoint
 
 pytestmark = pytest.mark.faults
 

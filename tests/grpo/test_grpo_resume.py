@@ -1,13 +1,13 @@
 """A GRPO run resumed from a checkpoint trains its next step as the uninterrupted run did: the same completions
 sampled, dealt to the same micro-steps, the same loss.
 
-recipes/grpo.py through tests/helpers/grpo_replay.py, the trainer's own sampling recorded (`GRPO_CONTROL=generate`,
-temperature 0.9) and each micro-step's dealt completions too, at sp=2 (ZeRO-3 over gloo): 4 prompts of 4 completions
-a step (2 prompts a rank), so an epoch is one step, as in the CPU rehearsal (longctx/cpu_rehearsal/run.py). 3 steps,
-a checkpoint at step 2, then the same launch resumed from checkpoint-2 (epoch 2's start). Step 3's loss, reward and
-token count, its sampled completions (rank by rank) and the micro-steps they were dealt to must equal the
-uninterrupted run's. Before the fix, the resumed run drew epoch 0's prompt order (TRL's sampler) and dealt prompt
-groups with the seed of micro-step 0 (`_step` restarted): longctx/training/rl/resume.py.
+recipes/grpo.py through tests/helpers/references/grpo_replay.py, the trainer's own sampling recorded
+(`GRPO_CONTROL=generate`, temperature 0.9) and each micro-step's dealt completions too, at sp=2 (ZeRO-3 over gloo): 4
+prompts of 4 completions a step (2 prompts a rank), so an epoch is one step, as in the CPU rehearsal
+(longctx/cpu_rehearsal/run.py). 3 steps, a checkpoint at step 2, then the same launch resumed from checkpoint-2 (epoch
+2's start). Step 3's loss, reward and token count, its sampled completions (rank by rank) and the micro-steps they were
+dealt to must equal the uninterrupted run's. Before the fix, the resumed run drew epoch 0's prompt order (TRL's
+sampler) and dealt prompt groups with the seed of micro-step 0 (`_step` restarted): longctx/training/rl/resume.py.
 """
 
 import json
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 from tests.parity.test_grpo_parity import RECIPE, prepare_prompts, write_inputs
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -33,7 +33,9 @@ def launch(out: Path, data: Path, dump: Path, *extra: str) -> str:
     args += ["--save_strategy", "steps", "--save_steps", "2", *extra]
     prepare_prompts(args)
     dump.mkdir(parents=True)
-    proc = accelerate_launch(ACCEL, "tests/helpers/grpo_replay.py", args, env={"GRPO_REPLAY_DUMP": str(dump)})
+    proc = accelerate_launch(
+        ACCEL, "tests/helpers/references/grpo_replay.py", args, env={"GRPO_REPLAY_DUMP": str(dump)}
+    )
     assert_ok(proc)
     return proc.stdout + proc.stderr
 

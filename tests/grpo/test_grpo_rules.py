@@ -4,7 +4,7 @@ recipe the long-context GRPO trainer cannot run as written; the tiny recipe pass
 
 import pytest
 
-from tests.helpers.recipe_rules import refusal
+from tests.helpers.fixtures.recipe_rules import refusal
 
 TINY = "recipes/smollm2-135m/grpo-passkey-cpu-sp3.yaml"
 

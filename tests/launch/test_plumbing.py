@@ -1,17 +1,17 @@
-"""The shared test plumbing itself: rank spawning (tests/helpers/ranks.py) and make (tests/helpers/make.py) hand
-every child this process's offline environment and, on a failure, name what failed with the tail of its output;
-the run cache (tests/helpers/run_cache.py) launches each run once."""
+"""The shared test plumbing itself: rank spawning (tests/helpers/launching/ranks.py) and make
+(tests/helpers/launching/make.py) hand every child this process's offline environment and, on a failure, name what
+failed with the tail of its output; the run cache (tests/helpers/launching/run_cache.py) launches each run once."""
 
 import os
 
 import pytest
 
 from tests.helpers import OFFLINE
-from tests.helpers.make import run_make
-from tests.helpers.ranks import spawn_ranks
-from tests.helpers.run_cache import Runs
+from tests.helpers.launching.make import run_make
+from tests.helpers.launching.ranks import spawn_ranks
+from tests.helpers.launching.run_cache import Runs
 
-ECHO = "tests.helpers.echo_rank"
+ECHO = "tests.helpers.workers.echo_rank"
 
 
 def test_every_test_and_child_is_offline():

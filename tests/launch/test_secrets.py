@@ -17,8 +17,8 @@ import subprocess
 import pytest
 
 from longctx.config.paths import REPO_ROOT
-from tests.helpers.hub_tokens import args_with_token, env_with_tokens, secret_leaks
-from tests.helpers.make import run_make
+from tests.helpers.launching.hub_tokens import args_with_token, env_with_tokens, secret_leaks
+from tests.helpers.launching.make import run_make
 
 RECIPE = "RECIPE=tiny-llama/sft-2k-cpu-sp2"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import REPO
+from tests.helpers.launching.launch import REPO
 
 SCRIPT = REPO / "scripts/slurm/sft.sbatch"
 RECIPE = "qwen3-32b/sft-256k-2x8-sp8-dp2"

@@ -1,5 +1,5 @@
-"""Tests sharing a launched run stay on one pytest-xdist worker (tests/helpers/worker_groups.py), so `make test`'s
-two workers never launch a module's runs twice."""
+"""Tests sharing a launched run stay on one pytest-xdist worker (tests/helpers/launching/worker_groups.py), so
+`make test`'s two workers never launch a module's runs twice."""
 
 import subprocess
 import sys
@@ -10,7 +10,7 @@ from tests.helpers import REPO
 
 CONFTEST = """
 import pytest
-from tests.helpers.worker_groups import mark_groups
+from tests.helpers.launching.worker_groups import mark_groups
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):

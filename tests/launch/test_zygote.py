@@ -1,5 +1,5 @@
-"""The test session's warm zygote (tests/helpers/zygote.py): a rank started through its client must behave as the
-same command under the real interpreter: argv, sys.path, environment, working folder, streams, exit status, death
+"""The test session's warm zygote (tests/helpers/launching/zygote.py): a rank started through its client must behave as
+the same command under the real interpreter: argv, sys.path, environment, working folder, streams, exit status, death
 by a signal, a signal relayed, and the real interpreter whenever the import-time environment differs. The zygote
 here preloads only `json` (ZYGOTE_PRELOAD): what is tested is the hand-over, not the stack's import."""
 
@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.helpers import REPO
-from tests.helpers.zygote import wait_ready, write_client
+from tests.helpers.launching.zygote import wait_ready, write_client
 
 SCRIPT = """
 import json, os, sys, time
@@ -45,7 +45,7 @@ def zygote(tmp_path_factory):
     folder = tmp_path_factory.mktemp("zygote")
     sock = str(folder / "z.sock")
     env = {**os.environ, "ZYGOTE_PRELOAD": "json"}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.zygote", "serve", sock], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.launching.zygote", "serve", sock], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     assert wait_ready(proc.stdout)
     (folder / "rank.py").write_text(SCRIPT)
@@ -150,8 +150,8 @@ def alive(pid: int) -> bool:
 def test_the_zygote_ends_when_the_session_that_started_it_is_killed(tmp_path):
     """A killed pytest (or xdist worker) left its zygote running for the rest of the machine's life."""
     sock = tmp_path / "z.sock"
-    start = "import subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'tests.helpers.zygote', 'serve', "
-    start += "sys.argv[1]], stdout=subprocess.DEVNULL); print(p.pid, flush=True); p.wait()"
+    start = "import subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'tests.helpers.launching.zygote', "
+    start += "'serve', sys.argv[1]], stdout=subprocess.DEVNULL); print(p.pid, flush=True); p.wait()"
     env = {**os.environ, "ZYGOTE_PRELOAD": "json"}
     session = subprocess.Popen([sys.executable, "-c", start, str(sock)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                                text=True)  # fmt: skip

@@ -1,6 +1,6 @@
-"""tests/helpers/outcome_rows.py, the plugin the GPU session (benchmarks/gpu_step.sh) runs its `gpu` tests with: one
-JSON line per test as it ends, so a session cut by its time cap still says what finished. Run as an inner pytest
-session in this process (pytester): a pass, a failure, a skip, a fixture error and a failing teardown."""
+"""tests/helpers/launching/outcome_rows.py, the plugin the GPU session (benchmarks/gpu_step.sh) runs its `gpu` tests
+with: one JSON line per test as it ends, so a session cut by its time cap still says what finished. Run as an inner
+pytest session in this process (pytester): a pass, a failure, a skip, a fixture error and a failing teardown."""
 
 import json
 
@@ -40,7 +40,7 @@ def test_each_test_is_one_row_with_its_outcome_and_the_session_ends_with_its_exi
     rows_file = pytester.path / "rows.jsonl"
     monkeypatch.setenv("OUTCOME_ROWS", str(rows_file))
     pytester.makepyfile(test_inner=INNER)
-    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "tests.helpers.outcome_rows")
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "tests.helpers.launching.outcome_rows")
     assert result.ret == 1
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert rows[0]["row"] == "collected" and rows[0]["tests"] == 5 and rows[-1] == {"row": "finished", "exit": 1}
@@ -61,5 +61,5 @@ def test_each_test_is_one_row_with_its_outcome_and_the_session_ends_with_its_exi
 def test_without_the_variable_nothing_is_written(pytester, monkeypatch):
     monkeypatch.delenv("OUTCOME_ROWS", raising=False)
     pytester.makepyfile(test_inner="def test_passes():\n    pass\n")
-    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "tests.helpers.outcome_rows")
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "tests.helpers.launching.outcome_rows")
     assert result.ret == 0 and sorted(p.name for p in pytester.path.iterdir()) == ["test_inner.py"]

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from longctx.training.metrics.step_record import comm_seconds
-from tests.helpers.launch import accelerate_launch, assert_ok
+from tests.helpers.launching.launch import accelerate_launch, assert_ok
 
 RECIPE = "tests/recipes/resume.yaml"
 

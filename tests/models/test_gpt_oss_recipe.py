@@ -9,7 +9,7 @@ from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.memory_plan.arch import Arch
 from longctx.memory_plan.estimate import estimate
 from longctx.memory_plan.inputs import PlanInputs
-from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture)
+from tests.helpers.fixtures.registries import restored_attention_registries  # noqa: F401 (a fixture)
 
 SNAPSHOT = ARCHITECTURES_DIR / "openai/gpt-oss-20b"
 

@@ -14,7 +14,7 @@ import torch
 from longctx.config.recipe import parse_recipe
 from longctx.evaluation.worker import load_model
 from longctx.training.model_build import build_model, save_effective_config
-from tests.helpers.tiny_model import tiny_checkpoint
+from tests.helpers.fixtures.tiny_model import tiny_checkpoint
 
 TINY_RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 YARN = {

@@ -1,6 +1,6 @@
 """ZeRO-3 with MoE blocks whose ranks route to different experts (what Ulysses SP does to the ranks of a group).
 
-A real 2-process gloo world (tests/helpers/z3_routing_worker.py, DeepSpeed ZeRO-3, no parameter persistence)
+A real 2-process gloo world (tests/helpers/workers/z3_routing_worker.py, DeepSpeed ZeRO-3, no parameter persistence)
 runs three blocks on inputs that send rank 0's tokens to expert 0 and rank 1's to experts 1 and 2:
 - transformers 5.23's `Qwen3MoeSparseMoeBlock` (all experts in one module of 3-D parameters): every rank
   enters the same modules, so it trains with nothing added -- the finding this test pins down;
@@ -14,7 +14,7 @@ import pytest
 
 from longctx.training.layers.moe_routing import per_expert_blocks
 from tests.helpers import REPO
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.distributed
 def ranks(tmp_path_factory):
     # check=False: the negative control may fail or hang past every collective timeout; results so far still count
     out = tmp_path_factory.mktemp("z3-routing")
-    return spawn_ranks("tests.helpers.z3_routing_worker", 2, out, timeout=240, check=False)
+    return spawn_ranks("tests.helpers.workers.z3_routing_worker", 2, out, timeout=240, check=False)
 
 
 def test_fused_experts_need_no_leaf_flag(ranks):

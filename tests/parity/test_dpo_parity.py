@@ -1,12 +1,12 @@
 """DPO parity gate: sp=2 (and sp=4, sp=2 x dp=2, accumulation, ZeRO-2) computes what sp=1 computes, step by step.
 
 The tiny Llama trains from the same random weights on the same packed rows (several passkey pairs a row, 1024 tokens,
-tests/helpers/preference.py) through the real stack (`make data`'s preparation, accelerate launch, DeepSpeed, Ulysses
-over gloo). An answer's log-prob is a sum over tokens that the SP shards split unevenly (some answers straddle the
-boundary), so a rank that summed only its shard, as TRL's stock DPOTrainer does under SP, trains on a different
-loss. The gate compares per-step loss, grad norm, TRL's reward metrics and log-probs, and the weights after the SGD
-steps, with sp=1; a final test runs it against the shard-local sums (tests/helpers/shard_local_dpo.py) and requires
-it to fail.
+tests/helpers/references/preference.py) through the real stack (`make data`'s preparation, accelerate launch,
+DeepSpeed, Ulysses over gloo). An answer's log-prob is a sum over tokens that the SP shards split unevenly (some
+answers straddle the boundary), so a rank that summed only its shard, as TRL's stock DPOTrainer does under SP, trains
+on a different loss. The gate compares per-step loss, grad norm, TRL's reward metrics and log-probs, and the weights
+after the SGD steps, with sp=1; a final test runs it against the shard-local sums
+(tests/helpers/controls/shard_local_dpo.py) and requires it to fail.
 """
 
 import math
@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from tests.helpers.preference import eval_rows, prepare, train, write_pairs
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.run_cache import run_cache
+from tests.helpers.references.preference import eval_rows, prepare, train, write_pairs
 
 # slow (make test-all), for the 10-minute default tier; in it: tests/preference/test_dpo_reference.py (sp=2 against
 # a DPO loss written by hand over each sequence alone)
@@ -97,7 +97,7 @@ def test_losses_are_real_training(runs):
 
 
 def test_gate_catches_shard_local_log_probs(runs):
-    broken = runs("sp2", "tests/helpers/shard_local_dpo.py")
+    broken = runs("sp2", "tests/helpers/controls/shard_local_dpo.py")
     assert mismatches(runs("sp1"), broken), "summing each shard's log-probs alone (stock TRL under SP) went unnoticed"
 
 

@@ -5,15 +5,15 @@ The miniature (tests/recipes/tiny-gemma4, random fp32 weights): sliding-window l
 head size and KV heads as Gemma 4's do (256 / 512); the last two layers reuse the K/V of the two before them,
 per-layer inputs, 4 experts top-2 beside the dense MLP, soft-capped logits. It trains 4 SGD steps of two
 accumulated micro-batches through the real stack (`accelerate launch` of recipes/sft.py, DeepSpeed ZeRO-3, Ulysses
-over gloo) on tests/helpers/moe_rows.py's rows: packed and one-document rows whose documents straddle the window
-and every shard edge. At sp=2 the sliding layers' KV heads split (one a rank) while the global layer's one KV head
-is replicated; at sp=4 both replicate, so each layer type is split by its own heads
+over gloo) on tests/helpers/references/moe_rows.py's rows: packed and one-document rows whose documents straddle the
+window and every shard edge. At sp=2 the sliding layers' KV heads split (one a rank) while the global layer's one KV
+head is replicated; at sp=4 both replicate, so each layer type is split by its own heads
 (longctx/training/sequence_parallel/per_layer_ulysses.py). Per-step loss, grad norm and the trained weights must equal
 sp=1's at the parity gate's tolerances (tests/parity/test_sp_parity.py).
 
 Negative controls: the window carried only by the 4D mask, as stock transformers carries it
-(tests/helpers/stock_gemma4_windows.py), must fail the gate at sp=2; and DeepSpeed's own registration, without the
-per-layer head split, must refuse to start (`slow`, as the sp=4 run). The leak probe on this miniature is
+(tests/helpers/controls/stock_gemma4_windows.py), must fail the gate at sp=2; and DeepSpeed's own registration, without
+the per-layer head split, must refuse to start (`slow`, as the sp=4 run). The leak probe on this miniature is
 tests/attention/test_isolation_probe.py's `test_gemma4_probe_at_sp2`.
 """
 
@@ -21,9 +21,9 @@ import math
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.moe_rows import write_rows
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
+from tests.helpers.references.moe_rows import write_rows
 from tests.parity.test_sp_parity import mismatches
 
 # slow (make test-all), for the 10-minute default tier; in it: windows inside documents under SP (gpt-oss's gate,
@@ -79,7 +79,7 @@ def test_losses_are_real_and_every_gemma4_part_trains(runs):
 def test_gate_catches_the_window_left_to_the_mask_at_sp2(runs):
     """Negative control: the sliding window only in the 4D mask (stock transformers' sdpa ignores
     `sliding_window`), which DeepSpeed's Ulysses adapter drops: the sliding layers see whole documents."""
-    history, weights, stdout = runs(2, "tests/helpers/stock_gemma4_windows.py")
+    history, weights, stdout = runs(2, "tests/helpers/controls/stock_gemma4_windows.py")
     assert "[windows] OFF" in stdout
     assert mismatches(runs(1), (history, weights)), "the window lost under SP went unnoticed"
 
@@ -88,6 +88,6 @@ def test_gate_catches_the_window_left_to_the_mask_at_sp2(runs):
 def test_deepspeed_alone_refuses_gemma4_heads(runs):
     """Without the per-layer head split DeepSpeed's registration reads one head_dim for all layers, which
     transformers refuses for Gemma 4's config: the run stops before its first step, naming the attribute."""
-    proc, _ = launch(runs.folder, runs.data, 2, "tests/helpers/deepspeed_heads_only.py")
+    proc, _ = launch(runs.folder, runs.data, 2, "tests/helpers/controls/deepspeed_heads_only.py")
     assert proc.returncode != 0
     assert "AmbiguousGlobalPerLayerAttributeError" in proc.stdout + proc.stderr

@@ -2,7 +2,7 @@
 
 tests/recipes/models/tiny-gpt-oss (random weights from config, fp32): 4 query / 2 KV heads (sp=4 gives each
 rank one query head and a replicated KV head), a 16-token window on layer 0 and full attention on layer 1,
-4 experts top-2, the router auxiliary loss at gpt-oss's 0.9. The rows (tests/helpers/moe_rows.py) mix packed
+4 experts top-2, the router auxiliary loss at gpt-oss's 0.9. The rows (tests/helpers/references/moe_rows.py) mix packed
 rows and one-document rows in one dataset, so a single launch per sp trains both kinds through the real
 stack (accelerate launch, DeepSpeed ZeRO-3, Ulysses over gloo, `sdpa` = longctx/training/attention/sinks.py over the
 isolated sdpa). Per-step loss and grad norm, and the weights after the SGD steps, must match sp=1. The gate's
@@ -13,8 +13,8 @@ import math
 
 import pytest
 
-from tests.helpers.moe_rows import write_rows
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.run_cache import run_cache
+from tests.helpers.references.moe_rows import write_rows
 from tests.parity.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -25,7 +25,7 @@ STEPS = 4  # tests/recipes/moe-parity.yaml: max_steps
 def train(tmp, data, sp: int, script: str = "recipes/sft.py"):
     from safetensors.torch import load_file
 
-    from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+    from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 
     accel = f"accelerate_configs/cpu-sp{sp}.yaml"
     out = tmp / f"{script.split('/')[-1][:-3]}-sp{sp}"
@@ -58,4 +58,6 @@ def test_losses_are_real_and_sinks_per_head(runs):
 def test_gate_catches_misaligned_sinks(runs):
     """The gate's negative control, in the default tier (one 2-process launch): every rank taking the first heads'
     sinks must fail it."""
-    assert mismatches(runs(1), runs(2, "tests/helpers/misaligned_sinks.py")), "sinks of the wrong heads went unnoticed"
+    assert mismatches(runs(1), runs(2, "tests/helpers/controls/misaligned_sinks.py")), (
+        "sinks of the wrong heads went unnoticed"
+    )

@@ -1,17 +1,17 @@
 """An independent reference for GRPO under SP: every completion run alone in plain transformers, the loss by hand.
 
-The launched runs are recipes/grpo.py (through tests/helpers/grpo_replay.py, which replays fixed completions and
-records them) on the tiny Llama, DeepSpeed ZeRO-3, Ulysses over gloo: sp=2 and sp=4, accumulation 2, 4 completions
+The launched runs are recipes/grpo.py (through tests/helpers/references/grpo_replay.py, which replays fixed completions
+and records them) on the tiny Llama, DeepSpeed ZeRO-3, Ulysses over gloo: sp=2 and sp=4, accumulation 2, 4 completions
 a prompt (one prompt group per micro-step: `per_device_train_batch_size` = 4 / sp), the KL term on (beta 0.2),
 `num_iterations: 2` (each generation trains two steps: the second on old-policy log-probs, ratios clipped at
 epsilon 0.05), temperature 0.9, plain SGD. Each mesh runs once with prefix sharing and once without, `dapo` and
 `grpo` each at both meshes and both layouts; then with sharing: sp=2 x dp=2, ZeRO-2, gradient checkpointing with
 TiledMLP and checkpoint offload, LoRA. SP generation and TRL's evaluation under SP have a greedy run of their own.
 
-The reference never touches this repository's GRPO code (tests/helpers/grpo_reference.py): it reads the prompt and
-completion ids the ranks recorded, scores each `prompt + completion` alone with an eager-attention model, computes
-the rewards and group advantages, and writes the loss out (`dapo`, `grpo`, the KL term, old-policy ratios clipped).
-Three SGD steps by autograd give every step's loss and gradient norm and the final weights.
+The reference never touches this repository's GRPO code (tests/helpers/references/grpo_reference.py): it reads the
+prompt and completion ids the ranks recorded, scores each `prompt + completion` alone with an eager-attention model,
+computes the rewards and group advantages, and writes the loss out (`dapo`, `grpo`, the KL term, old-policy ratios
+clipped). Three SGD steps by autograd give every step's loss and gradient norm and the final weights.
 
 Negative controls at sp=2 (shared rows, dapo): each rank keeping only its own shard's log-probs, and document
 isolation off (the completions see each other): both must fail the comparison.
@@ -27,12 +27,12 @@ import pytest
 import torch
 
 from tests.helpers import REPO
-from tests.helpers.grpo_reference import ITERATIONS, STEPS, G, by_hand, per_token_loss, token_log_probs
-from tests.helpers.grpo_replay import token_reward
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
-from tests.helpers.tiny_model import tiny_checkpoint
-from tests.helpers.zero_configs import zero_variant
+from tests.helpers.fixtures.tiny_model import tiny_checkpoint
+from tests.helpers.fixtures.zero_configs import zero_variant
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
+from tests.helpers.references.grpo_reference import ITERATIONS, STEPS, G, by_hand, per_token_loss, token_log_probs
+from tests.helpers.references.grpo_replay import token_reward
 
 pytestmark = pytest.mark.distributed
 
@@ -93,11 +93,11 @@ def accelerate_yaml(folder: Path, mesh: str) -> str:
 
 def model_dir(data: Path, family: str) -> Path:
     """The tiny Llama the inputs hold, or a family row's model at tiny size (built once, heads for sp <= 2, the tiny
-    Llama's tokenizer: tests/helpers/pairwise.py), seeded random weights."""
+    Llama's tokenizer: tests/helpers/references/pairwise.py), seeded random weights."""
     if not family:
         return data / "model"
     from longctx.combinations.axes import FAMILY_VALUES
-    from tests.helpers import pairwise
+    from tests.helpers.references import pairwise
 
     folder = data / f"model-{family}"
     if not folder.is_dir():
@@ -125,7 +125,7 @@ def one_run(
     args += ["--prepared_data_dir", str(out / "prepared")]
     prepare_prompts(args)
     env = {"GRPO_REPLAY_DUMP": str(out / "dump"), "GRPO_CONTROL": control}
-    proc = accelerate_launch(accel, "tests/helpers/grpo_replay.py", args, env=env, timeout=900)
+    proc = accelerate_launch(accel, "tests/helpers/references/grpo_replay.py", args, env=env, timeout=900)
     assert_ok(proc)
     weights = out / "model.safetensors"
     weights = weights if weights.is_file() else out / "adapter_model.safetensors"  # a LoRA run saves its adapter

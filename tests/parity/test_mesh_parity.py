@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, accelerate_launch_machines, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, accelerate_launch_machines, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_sp_parity import STEPS, mismatches, write_rows
 
 pytestmark = pytest.mark.distributed
 
-PROBE = "tests/helpers/resume_probe.py"
+PROBE = "tests/helpers/checkpoints/resume_probe.py"
 RUNS = {  # name: (accelerate config, gradient accumulation, machines)
     "sp1-dp2": ("accelerate_configs/cpu-sp1-dp2.yaml", 1, 1),
     "sp2-dp2-shard": ("accelerate_configs/cpu-sp2-dp2-shard.yaml", 1, 1),

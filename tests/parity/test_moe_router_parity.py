@@ -15,8 +15,8 @@ ZeRO-3 at sp=2 x dp=2; their cheap default-tier guard is tests/parity/test_route
 
 import pytest
 
-from tests.helpers.run_cache import run_cache
-from tests.helpers.zero_configs import zero_variant
+from tests.helpers.fixtures.zero_configs import zero_variant
+from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches, train, write_rows
 
 # slow (make test-all), for the 10-minute default tier; in it: gpt-oss's gate (router aux on) and
@@ -59,7 +59,7 @@ def test_moe_sp_matches_sp1(runs, sp):
 
 
 def test_gate_catches_per_shard_router_aux(runs):
-    stock = runs(2, "tests/helpers/shard_router_aux.py")
+    stock = runs(2, "tests/helpers/controls/shard_router_aux.py")
     assert mismatches(runs(1), stock), "each rank's own shard aux loss went unnoticed"
 
 

@@ -2,8 +2,8 @@
 combinations`) trained two steps on CPU through the real launch (`accelerate launch recipes/sft.py` or `dpo.py` with
 the synthesized recipe, accelerate YAML and DeepSpeed JSON, its data prepared in process as `make sft` prepares it)
 and compared with two full-batch SGD steps of plain transformers over every document or sequence run alone
-(tests/helpers/pairwise.py). Together the configurations hold every accepted pair of the values they reach, so a
-bug where two of them meet fails the configuration that holds both, named by its label.
+(tests/helpers/references/pairwise.py). Together the configurations hold every accepted pair of the values they reach,
+so a bug where two of them meet fails the configuration that holds both, named by its label.
 
 The reference runs in float64 (and float32): losses and grad norms within 1e-5 relative of the float64 one, trained
 weights within 1e-6, each plus K times the float32 reference's own distance from float64 (see K below). Each test
@@ -23,8 +23,8 @@ from longctx.combinations.generate import PAIRWISE_JSON
 from longctx.combinations.synthesize import write_configuration
 from longctx.config.model.linear_layers import text_config
 from tests.helpers import REPO
-from tests.helpers import pairwise as pw
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.references import pairwise as pw
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 

@@ -10,10 +10,10 @@ convolution along the sequence (longctx/training/layers/linear_attention.py make
 load-balancing loss, a product of two means over the whole micro-batch (longctx/training/layers/router_aux.py sums
 the SP group's router statistics). Per-step loss, grad norm, the logged aux loss and the trained weights must equal
 sp=1's at the tolerances of tests/parity/test_sp_parity.py and tests/parity/test_moe_router_parity.py. Negative
-controls (`slow`): transformers' own Gated DeltaNet under SP (tests/helpers/stock_linear_attention.py) and each rank's
-own shard aux (tests/helpers/shard_router_aux.py) must each fail the gate. In the default tier: sp=1 and sp=2, and
-in-process that the family's router is the one the exact aux loss records and that the probe and the rehearsal build
-the snapshot in miniature (the stock Gated DeltaNet's leak in-process is in
+controls (`slow`): transformers' own Gated DeltaNet under SP (tests/helpers/controls/stock_linear_attention.py) and
+each rank's own shard aux (tests/helpers/controls/shard_router_aux.py) must each fail the gate. In the default tier:
+sp=1 and sp=2, and in-process that the family's router is the one the exact aux loss records and that the probe and the
+rehearsal build the snapshot in miniature (the stock Gated DeltaNet's leak in-process is in
 tests/attention/test_linear_attention_sp.py); the leak probe on this recipe at sp=1 and 2 is `slow`.
 """
 
@@ -26,7 +26,7 @@ from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe
 
 from longctx.config.paths import ARCHITECTURES_DIR
 from longctx.training.layers.router_aux import recorded_router_logits, router_class, router_sums
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_moe_router_parity import aux_mismatches
 from tests.parity.test_qwen35_parity import write_rows
 from tests.parity.test_sp_parity import mismatches, train
@@ -108,7 +108,7 @@ def test_losses_and_aux_are_real_training(runs):
 def test_gate_catches_the_stock_linear_attention_at_sp2(runs):
     """Negative control: transformers' own Gated DeltaNet under Ulysses (each rank restarts the state at its shard,
     packed documents run into each other) fails the gate, the exact router aux loss still on."""
-    stock = runs(2, "tests/helpers/stock_linear_attention.py")
+    stock = runs(2, "tests/helpers/controls/stock_linear_attention.py")
     assert "[linear-attention] switched OFF" in stock[2]
     assert mismatches(runs(1), stock), "the stock Gated DeltaNet under SP went unnoticed"
 
@@ -118,7 +118,7 @@ def test_gate_catches_the_stock_linear_attention_at_sp2(runs):
 def test_gate_catches_per_shard_router_aux_at_sp2(runs):
     """Negative control: each rank adds its own shard's aux loss (the stock behaviour), the Gated DeltaNet layers
     exact: the gate fails on the loss and on the logged aux."""
-    stock = runs(2, "tests/helpers/shard_router_aux.py")
+    stock = runs(2, "tests/helpers/controls/shard_router_aux.py")
     assert "[linear-attention] 2 Gated DeltaNet layers: heads split across sp=2" in stock[2]
     assert mismatches(runs(1), stock), "each rank's own shard aux loss went unnoticed"
 

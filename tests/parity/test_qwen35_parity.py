@@ -8,8 +8,8 @@ the sp=2 edge) and one-document rows, two of each per step on average. At sp=4 e
 (two value heads) over the whole sequence and one replicated KV head. Per-step loss, grad norm and the trained
 weights must equal sp=1's at the parity gate's tolerances (tests/parity/test_sp_parity.py). The negative control runs
 the same launch with the Gated DeltaNet fix switched off past accelerate's refusal
-(tests/helpers/stock_linear_attention.py): the gate must fail on it. The leak probe on the same miniature is in
-tests/attention/test_isolation_probe.py.
+(tests/helpers/controls/stock_linear_attention.py): the gate must fail on it. The leak probe on the same miniature is
+in tests/attention/test_isolation_probe.py.
 """
 
 import itertools
@@ -19,8 +19,8 @@ import sys
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches
 
 pytestmark = pytest.mark.distributed
@@ -109,7 +109,9 @@ def test_qwen35_hybrid_u2_r2_matches_sp1(runs):
 def test_gate_catches_linear_layers_split_over_the_ulysses_group_only(runs):
     """Negative control of the hybrid's linear layers: split across the Ulysses group (U=2) instead of the SP group,
     each rank's recurrence runs over one chunk of R and restarts at the chunk edge; the gate must fail."""
-    stdout, split = runs("4-u2r2", "tests/helpers/ring_controls.py", ("--ring_control", "linear-ulysses-group"))
+    stdout, split = runs(
+        "4-u2r2", "tests/helpers/controls/ring_controls.py", ("--ring_control", "linear-ulysses-group")
+    )
     assert "[ring-control] linear-ulysses-group" in stdout
     assert mismatches(runs(1)[1], split), "linear layers split over the Ulysses group only went unnoticed"
 
@@ -118,7 +120,7 @@ def test_gate_catches_linear_layers_split_over_the_ulysses_group_only(runs):
 def test_gate_catches_the_stock_linear_attention_at_sp2(runs):
     """Negative control: transformers' own Gated DeltaNet under Ulysses (each rank restarts the state at its shard,
     and packed documents run into each other) fails the gate. Default tier: the probe's stock comparison."""
-    stdout, stock = runs(2, "tests/helpers/stock_linear_attention.py")
+    stdout, stock = runs(2, "tests/helpers/controls/stock_linear_attention.py")
     assert "[linear-attention] switched OFF" in stdout
     assert mismatches(runs(1)[1], stock), "the stock Gated DeltaNet under SP went unnoticed"
 

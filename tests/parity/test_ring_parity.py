@@ -1,21 +1,21 @@
 """Hybrid Ulysses x ring SP (sp = U x R) trains exactly like sp=1, on packed rows whose documents span shards.
 
 The real stack: `accelerate launch` with the accelerate YAMLs `cpu-sp2-u1r2`, `cpu-sp4-u2r2` and `cpu-sp4-u1r4`,
-DeepSpeed ZeRO-3 over gloo, `recipes/sft.py`. The packed fixture (tests/helpers/packed_parity.py: two rows of
-documents of 37-100 tokens, padded to 256) trains with gradient accumulation (2 micro-batches of one row a step);
+DeepSpeed ZeRO-3 over gloo, `recipes/sft.py`. The packed fixture (tests/helpers/references/packed_parity.py: two rows
+of documents of 37-100 tokens, padded to 256) trains with gradient accumulation (2 micro-batches of one row a step);
 the reference is the same documents one per row at sp=1, also accumulated over 2 micro-batches. The tolerances
 are the parity gate's (tests/parity/test_sp_parity.py). Shard edges fall inside documents at every sp (64 or 128 tokens
 a shard), so the ring must carry a document's earlier keys across chunks and no other document's.
 
-Negative controls (tests/helpers/ring_controls.py), which the gate must catch: the ring's log-sum-exp merge
+Negative controls (tests/helpers/controls/ring_controls.py), which the gate must catch: the ring's log-sum-exp merge
 replaced by a plain average, and a ring that lets a chunk's first document attend to every earlier key.
 """
 
 import pytest
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.packed_parity import write_packed, write_separate
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
+from tests.helpers.references.packed_parity import write_packed, write_separate
 from tests.parity.test_sp_parity import mismatches
 
 ACCUMULATE = ("--gradient_accumulation_steps", "2")
@@ -58,11 +58,11 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 )  # U=1 x R=2 with the balance on is the default tier's guard (tests/attention/test_isolation_training.py)
 def test_hybrid_trains_like_documents_one_by_one(runs, mesh, balance):
     """`auto` (the default: no swap on these short documents) through recipes/sft.py itself, `on` (every ring
-    rank swaps its second half with its mirror) through tests/helpers/ring_controls.py."""
+    rank swaps its second half with its mirror) through tests/helpers/controls/ring_controls.py."""
     if balance == "auto":
         stdout, packed = runs("packed", mesh)
     else:
-        stdout, packed = runs("packed", mesh, "tests/helpers/ring_controls.py", ("--ring_balance", "on"))
+        stdout, packed = runs("packed", mesh, "tests/helpers/controls/ring_controls.py", ("--ring_balance", "on"))
     ulysses, ring = mesh.split("-u")[1].split("r")
     assert f"[ring] sp={int(ulysses) * int(ring)} = Ulysses {ulysses} x ring {ring}" in stdout
     assert mismatches(runs("separate", "sp1")[1], packed) == []
@@ -84,7 +84,7 @@ def test_six_heads_train_at_u2_r2_like_sp1(runs):
 
 @pytest.mark.parametrize("control", ["average", "cross-document"])
 def test_gate_catches_a_broken_ring(runs, control):
-    script = "tests/helpers/ring_controls.py"
+    script = "tests/helpers/controls/ring_controls.py"
     stdout, broken = runs("packed", "sp2-u1r2", script, ("--ring_control", control))
     assert f"[ring-control] {control}" in stdout
     assert mismatches(runs("separate", "sp1")[1], broken), f"a ring with the {control} control went unnoticed"

@@ -1,6 +1,6 @@
 """The MoE router aux loss under SP has sp=1's gradient on every ZeRO stage the rules accept (ZeRO-2 and ZeRO-3).
 
-Two gloo ranks (tests/helpers/router_aux_worker.py) compute longctx/training/layers/router_aux.py's
+Two gloo ranks (tests/helpers/workers/router_aux_worker.py) compute longctx/training/layers/router_aux.py's
 `exact_aux_loss` from their halves of the same rows and back-propagate it; the router weights' gradients, summed
 over the ranks and divided as DeepSpeed 0.19.8 divides them (dp under ZeRO-2, sp x dp under ZeRO-3), must equal
 the gradient of transformers' own `load_balancing_loss_func` on the whole rows at sp=1. Before the fix the
@@ -14,15 +14,17 @@ import pytest
 import torch
 from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
 
-from tests.helpers.ranks import spawn_ranks
-from tests.helpers.router_aux_case import CASE, hidden_states, router_weight
+from tests.helpers.launching.ranks import spawn_ranks
+from tests.helpers.workers.router_aux_case import CASE, hidden_states, router_weight
 
 pytestmark = pytest.mark.distributed
 
 
 @pytest.fixture(scope="module")
 def sp2(tmp_path_factory):
-    return spawn_ranks("tests.helpers.router_aux_worker", 2, tmp_path_factory.mktemp("router-aux"), timeout=300)[0]
+    return spawn_ranks(
+        "tests.helpers.workers.router_aux_worker", 2, tmp_path_factory.mktemp("router-aux"), timeout=300
+    )[0]
 
 
 @pytest.fixture(scope="module")

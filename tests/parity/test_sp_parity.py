@@ -16,9 +16,9 @@ import torch
 from safetensors.torch import load_file
 
 from longctx.training.retrieval.haystack import filler_sentence, haystack
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
-from tests.helpers.zero_configs import zero_variant
+from tests.helpers.fixtures.zero_configs import zero_variant
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 
 pytestmark = pytest.mark.distributed
 
@@ -142,7 +142,7 @@ def test_losses_are_real_training(runs):
 
 
 def test_gate_catches_unweighted_sp_loss(runs):
-    broken = runs(2, "tests/helpers/unweighted_sp_loss.py")
+    broken = runs(2, "tests/helpers/controls/unweighted_sp_loss.py")
     assert mismatches(runs(1), broken), "averaging per-rank losses without token weights went unnoticed"
 
 

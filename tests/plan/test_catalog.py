@@ -175,7 +175,7 @@ def test_catalog_figures_are_the_plans(capsys):
     """recipes/README.md's preflight column (GPU total, longest fit, host RAM per node from every host term) is
     what `python -m longctx validate --all --intended --gpu-memory-gb 80 --json` computes now."""
     from longctx.commands.validate import main
-    from tests.helpers.catalog_figures import catalog_cell
+    from tests.helpers.fixtures.catalog_figures import catalog_cell
 
     main(["--all", "--intended", "--gpu-memory-gb", "80", "--json"])
     table = (REPO / "recipes" / "README.md").read_text()

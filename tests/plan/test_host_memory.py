@@ -1,6 +1,6 @@
 """The host side of the memory plan: its terms against a real DeepSpeed engine, and preflight's host-fit check.
 
-- A ZeRO-3 engine with CPU optimizer offload, built on CPU and stepped once (tests/helpers/host_tensors.py),
+- A ZeRO-3 engine with CPU optimizer offload, built on CPU and stepped once (tests/helpers/workers/host_tensors.py),
   holds on the offload device exactly what longctx/memory_plan/host.py counts unpinned: fp32 master weights,
   fp32 gradient sub-group buffers, Adam states and the bf16 gradient partitions (`grad_partitions_flat_buffer`).
 - Preflight refuses `llama3.1-8b/sft-32k-1gpu-offload` on a 128 GiB node, naming host memory and its largest
@@ -25,7 +25,7 @@ from tests.helpers import REPO
 
 OFFLOAD_1GPU = "llama3.1-8b/sft-32k-1gpu-offload"
 ONE_GPU = ["--num-gpus", "1", "--gpu-memory-gb", "80"]
-# tests/helpers/host_tensors.py's model
+# tests/helpers/workers/host_tensors.py's model
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "vocab_size": 256}
 TINY |= {"num_attention_heads": 4, "num_key_value_heads": 2}
 
@@ -34,7 +34,7 @@ TINY |= {"num_attention_heads": 4, "num_key_value_heads": 2}
 def deepspeed_host_tensors() -> dict:
     """One engine, stepped once, with sub-groups of 20,000 elements (5 of them): what DeepSpeed put on the host."""
     out = subprocess.run(
-        [sys.executable, "-m", "tests.helpers.host_tensors", "20000"],
+        [sys.executable, "-m", "tests.helpers.workers.host_tensors", "20000"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]

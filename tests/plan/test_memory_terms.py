@@ -178,10 +178,12 @@ def test_liger_layer_working_set(liger_layers, hidden, intermediate, tokens):
 
 
 def all_to_all_copies(sp: int, tmp_path) -> float:
-    """Run tests/helpers/all_to_all_memory.py on `sp` gloo ranks: ALL_TO_ALL_COPIES as measured (rank 0's)."""
-    from tests.helpers.ranks import spawn_ranks
+    """Run tests/helpers/workers/all_to_all_memory.py on `sp` gloo ranks: ALL_TO_ALL_COPIES as measured (rank 0's)."""
+    from tests.helpers.launching.ranks import spawn_ranks
 
-    ranks = spawn_ranks("tests.helpers.all_to_all_memory", sp, tmp_path, timeout=600, env={"OMP_NUM_THREADS": "1"})
+    ranks = spawn_ranks(
+        "tests.helpers.workers.all_to_all_memory", sp, tmp_path, timeout=600, env={"OMP_NUM_THREADS": "1"}
+    )
     return ranks[0]["copies"]
 
 

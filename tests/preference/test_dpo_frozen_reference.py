@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from tests.helpers.preference import train, write_pairs
+from tests.helpers.references.preference import train, write_pairs
 
 pytestmark = pytest.mark.distributed
 

@@ -16,8 +16,8 @@ import shutil
 import pytest
 import torch
 
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.preference import prepare, recipe_argv, write_pairs
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.references.preference import prepare, recipe_argv, write_pairs
 
 pytestmark = pytest.mark.distributed
 

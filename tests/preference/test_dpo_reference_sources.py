@@ -1,7 +1,7 @@
 """Every source of reference log-probs trains the same run, and the precomputed ones are reused on resume.
 
-Through the real stack at sp=2 (tests/helpers/preference.py), from a pretrained folder so that every source sees
-the same starting weights: `precomputed` (one pass before training, the default) equals `frozen_model` (a second
+Through the real stack at sp=2 (tests/helpers/references/preference.py), from a pretrained folder so that every source
+sees the same starting weights: `precomputed` (one pass before training, the default) equals `frozen_model` (a second
 copy under ZeRO-3, run every step); with LoRA, `precomputed` (the pass runs the base: the adapter switched off)
 equals `adapter_disabled` (the base run every step). A run stopped at step 2 and resumed reads its stored table
 instead of recomputing it (whose weights would no longer be the reference's) and ends where the uninterrupted run
@@ -11,7 +11,7 @@ tests/parity/test_dpo_parity.py and tests/preference/test_dpo_reference.py.
 
 import pytest
 
-from tests.helpers.preference import train, write_pairs
+from tests.helpers.references.preference import train, write_pairs
 from tests.parity.test_dpo_parity import mismatches
 from tests.preference.test_dpo_reference import starting_model
 

@@ -10,7 +10,7 @@ import pytest
 
 from longctx.commands.sft import main as launch_main
 from longctx.config.recipe import RecipeError
-from tests.helpers.recipe_rules import refusal
+from tests.helpers.fixtures.recipe_rules import refusal
 
 TINY = "recipes/tiny-llama/dpo-2k-cpu-sp2.yaml"
 
@@ -47,7 +47,7 @@ def test_reference_free_loss_without_reference_passes():
 
 
 def test_frozen_reference_needs_zero3(tmp_path):
-    from tests.helpers.zero_configs import zero_variant
+    from tests.helpers.fixtures.zero_configs import zero_variant
 
     zero2 = zero_variant(tmp_path, 2, stage=2)
     assert "ZeRO-3" in problems("--reference_log_probs", "frozen_model", "--accelerate_config", zero2)

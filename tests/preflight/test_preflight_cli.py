@@ -9,7 +9,7 @@ from longctx.commands.validate import main
 from longctx.preflight.checks.heads import valid_sp_sizes
 from longctx.preflight.checks.trl_limits import version_problems
 from tests.helpers import REPO
-from tests.helpers.make import run_make
+from tests.helpers.launching.make import run_make
 
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
 ACCELERATE = sorted((REPO / "accelerate_configs").rglob("cpu-*.yaml"))  # GPU ones: --all --intended

@@ -13,7 +13,7 @@ from longctx.config.key_homes import (
     PARALLELISM_KEYS,
 )
 from tests.helpers import REPO
-from tests.helpers.make import run_make
+from tests.helpers.launching.make import run_make
 
 
 def test_parallelism_keys_are_accelerates_launch_flags():

@@ -20,8 +20,8 @@ from longctx.cpu_rehearsal.derive import GRPO_VLLM_KEYS, SET_FOR_CPU, derive, me
 from longctx.miniature import miniature_config, scaled_heads
 from longctx.preflight.checks.toolchain import uses_cpu_adam
 from tests.helpers import OFFLINE
-from tests.helpers.hub_tokens import ENV_TOKEN, args_with_token, secret_leaks
-from tests.helpers.make import run_make
+from tests.helpers.launching.hub_tokens import ENV_TOKEN, args_with_token, secret_leaks
+from tests.helpers.launching.make import run_make
 
 # Every full rehearsal is `slow` (make test-all; each is several launches, 1.5-2 minutes on 2 cores), so the default
 # tier stays under 10 minutes; what they rest on runs there on its own: DeepSpeed's CPU Adam (test_cpu_adam.py),

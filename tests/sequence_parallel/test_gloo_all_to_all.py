@@ -8,14 +8,14 @@ right gradient through it. The installer must leave the world-sized case to torc
 
 import pytest
 
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    return spawn_ranks("tests.helpers.all_to_all_worker", 4, tmp_path_factory.mktemp("a2a"), timeout=180)
+    return spawn_ranks("tests.helpers.workers.all_to_all_worker", 4, tmp_path_factory.mktemp("a2a"), timeout=180)
 
 
 def test_upstream_all_to_all_fails_in_a_group_that_is_not_the_world(ranks):

@@ -8,14 +8,14 @@ one micro-batch per rank's row, each at its own length. Equal shapes and sp=1 st
 
 import pytest
 
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 pytestmark = pytest.mark.distributed
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    return spawn_ranks("tests.helpers.uneven_gather_worker", 2, tmp_path_factory.mktemp("uneven"), timeout=300)
+    return spawn_ranks("tests.helpers.workers.uneven_gather_worker", 2, tmp_path_factory.mktemp("uneven"), timeout=300)
 
 
 def test_upstream_gloo_all_gather_refuses_unequal_shapes(ranks):

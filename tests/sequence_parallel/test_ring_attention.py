@@ -1,7 +1,7 @@
 """The ring attention of hybrid SP (longctx/training/sequence_parallel/ring.py) against dense block-causal attention.
 
-R ranks run as threads over an in-memory transport (tests/helpers/thread_ring.py): output and the gradients of q, k
-and v must equal masked dense attention over the whole row (fp32, 1e-5), for rings of 1 to 4 chunks, with and
+R ranks run as threads over an in-memory transport (tests/helpers/references/thread_ring.py): output and the gradients
+of q, k and v must equal masked dense attention over the whole row (fp32, 1e-5), for rings of 1 to 4 chunks, with and
 without the causal load balance, on packed rows whose documents cross chunk edges, right padding, one-document rows
 and GQA. Both negative controls of the training gate must fail here too: a plain-average merge and documents that
 see earlier chunks' keys.
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from longctx.training.sequence_parallel import ring
-from tests.helpers.thread_ring import dense_reference, ring_run
+from tests.helpers.references.thread_ring import dense_reference, ring_run
 
 PACKED = [[37, 64, 90, 50, 15], [100, 20, 70, 40]]  # 256 tokens a row; the second row ends in 26 padding tokens
 

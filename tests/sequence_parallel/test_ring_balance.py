@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tests.helpers.launch import REPO
+from tests.helpers.launching.launch import REPO
 
 pytestmark = pytest.mark.subprocess
 

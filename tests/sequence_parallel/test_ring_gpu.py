@@ -16,8 +16,8 @@ import sys
 import pytest
 import torch
 
-from tests.helpers.launch import REPO
-from tests.helpers.thread_ring import dense_reference
+from tests.helpers.launching.launch import REPO
+from tests.helpers.references.thread_ring import dense_reference
 
 pytestmark = [
     pytest.mark.gpu,
@@ -81,7 +81,7 @@ def test_ring_across_gpus_equals_dense_attention(tmp_path):
     gpus = str(min(torch.cuda.device_count(), 4))
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", gpus, "--standalone"]
     proc = subprocess.run(
-        [*command, "tests/helpers/ring_gpu_worker.py", str(out)], cwd=REPO, capture_output=True, text=True,
+        [*command, "tests/helpers/workers/ring_gpu_worker.py", str(out)], cwd=REPO, capture_output=True, text=True,
         timeout=600, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]

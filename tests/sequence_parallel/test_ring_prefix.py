@@ -5,14 +5,14 @@ restarting at position P-1 (longctx/training/attention/shared_prefix.py). The re
 prompt exactly as `prompt + rejected` run alone would, wherever the ring's chunk edges fall and whichever way the
 load balance splits the queries. The reference never reads the layout's prefixes: it rebuilds every sequence
 (`prompt + chosen`, `prompt + rejected`) from the pair lengths and runs plain causal attention on it alone.
-R ranks run as threads (tests/helpers/thread_ring.py); output and q, k, v gradients are compared at fp32.
+R ranks run as threads (tests/helpers/references/thread_ring.py); output and q, k, v gradients are compared at fp32.
 """
 
 import pytest
 import torch
 
 from longctx.training.sequence_parallel import ring
-from tests.helpers.thread_ring import ring_run
+from tests.helpers.references.thread_ring import ring_run
 
 LENGTH = 240
 # (prompt P, chosen C, rejected R) per pair, packed in order; the rest of the row is right padding

@@ -18,8 +18,8 @@ from longctx.config.rules.zero import SCALE_KEYS, gradient_average_divisor, unsu
 from longctx.memory_plan.estimate import estimate
 from longctx.memory_plan.inputs import PlanInputs
 from longctx.training.sequence_parallel.loss_weighting import GRADIENT_DIVISOR, set_gradient_divisor
-from tests.helpers.launch import accelerate_launch
-from tests.helpers.zero_configs import zero_variant
+from tests.helpers.fixtures.zero_configs import zero_variant
+from tests.helpers.launching.launch import accelerate_launch
 from tests.preflight.test_preflight_corpus import write_launch
 
 NO_REDUCE_SCATTER = {"stage": 3, "reduce_scatter": False}

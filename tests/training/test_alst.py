@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from longctx.config.rules.alst import alst_problems
 from longctx.training.memory import alst
-from tests.helpers.ranks import spawn_ranks
+from tests.helpers.launching.ranks import spawn_ranks
 
 TINY = "recipes/assets/tiny-llama"
 
@@ -85,7 +85,7 @@ def test_offload_without_checkpointing_is_refused():
 @pytest.mark.distributed
 def test_shard_count_is_max_reduced_across_ranks(tmp_path):
     # Rank 0 holds a short shard (2 tiles of 64 tokens), rank 1 a long one (5 tiles): both must run 5.
-    ranks = spawn_ranks("tests.helpers.agree_shards", 2, tmp_path, timeout=120, args=("64", "128", "300"))
+    ranks = spawn_ranks("tests.helpers.workers.agree_shards", 2, tmp_path, timeout=120, args=("64", "128", "300"))
     assert [r["shards"] for r in ranks] == [5, 5]
 
 

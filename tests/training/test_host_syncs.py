@@ -1,6 +1,6 @@
 """No host sync per layer: what a training step reads back from the device does not grow with the layer count.
 
-tests/helpers/sync_count.py counts every operation that makes the host wait for the device on a GPU (`item`,
+tests/helpers/fixtures/sync_count.py counts every operation that makes the host wait for the device on a GPU (`item`,
 `bool`, `nonzero`, boolean indexing, `tolist`, ...) through one forward and backward of the tiny Llama with
 gradient checkpointing, at 2 and at 6 layers. A sync per layer (or per layer recompute) shows as a count that
 grows by 4 or more between the two; the count must be equal, and small. Measured with this counter on the code
@@ -25,10 +25,10 @@ from longctx.training.attention.sinks import enable_sinks_and_windows
 from longctx.training.layers.linear_attention import convert_layers
 from longctx.training.memory import alst
 from tests.attention.test_isolation_varlen import reference_varlen_attn
-from tests.helpers import cpu_varlen
-from tests.helpers.launch import free_port
-from tests.helpers.registries import restored_attention_registries  # noqa: F401 (a fixture)
-from tests.helpers.sync_count import SyncCounter
+from tests.helpers.fixtures.registries import restored_attention_registries  # noqa: F401 (a fixture)
+from tests.helpers.fixtures.sync_count import SyncCounter
+from tests.helpers.launching.launch import free_port
+from tests.helpers.references import cpu_varlen
 
 TINY = "recipes/assets/tiny-llama"
 RECIPE = type("Recipe", (), {"allow_cross_document_attention": False})()

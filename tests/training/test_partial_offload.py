@@ -1,7 +1,7 @@
 """ZeRO-3 partial optimizer offload (`offload_optimizer.ratio`): the GPU share follows the schedule and resumes.
 
-A real DeepSpeed engine with its CPU Adam on CPU (tests/helpers/partial_offload_worker.py), half of its optimizer
-sub-groups stepped by DeepSpeed's backup AdamW as on a GPU, three steps of a learning-rate warm-up, then its
+A real DeepSpeed engine with its CPU Adam on CPU (tests/helpers/workers/partial_offload_worker.py), half of its
+optimizer sub-groups stepped by DeepSpeed's backup AdamW as on a GPU, three steps of a learning-rate warm-up, then its
 optimizer state saved and loaded into a fresh engine. With longctx/training/memory/partial_offload.py the GPU share
 steps with the learning rate the CPU Adam steps with and comes back from a checkpoint with its Adam state; upstream
 (the negative control, `--upstream`) it keeps the rate it had when the engine was built and loses its state.
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 def run(*flags: str) -> dict:
     out = subprocess.run(
-        [sys.executable, "-m", "tests.helpers.partial_offload_worker", *flags],
+        [sys.executable, "-m", "tests.helpers.workers.partial_offload_worker", *flags],
         check=False, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
         timeout=900,
     )  # fmt: skip

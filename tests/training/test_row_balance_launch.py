@@ -3,7 +3,7 @@
 tests/recipes/balance.yaml: the tiny Llama on 2 data-parallel CPU ranks (ZeRO-3, gloo), micro-batch 1 x
 accumulation 2, plain SGD, on rows data_prep packs from documents of long-tailed lengths (rows of one long document
 beside rows of many short ones). Each rank records every micro-step's input fingerprint
-(tests/helpers/resume_probe.py).
+(tests/helpers/checkpoints/resume_probe.py).
 With `balance_rows: work` every optimizer step trains the rows it trains with `off` (another rank or micro-step for
 some), so the per-step losses agree to float rounding; the rows land where longctx/training/data/balance.py says
 (accelerate's epoch-0 shuffle, each step's block balanced); and a run resumed from its step-2 checkpoint trains
@@ -21,12 +21,12 @@ import torch
 from accelerate.data_loader import SeedableRandomSampler
 
 from data_prep.__main__ import main as data_prep
-from tests.helpers.launch import accelerate_launch, assert_ok, log_history
-from tests.helpers.run_cache import run_cache
+from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
+from tests.helpers.launching.run_cache import run_cache
 
 RECIPE = "tests/recipes/balance.yaml"
 CONFIG = "accelerate_configs/cpu-sp1-dp2.yaml"
-PROBE = "tests/helpers/resume_probe.py"
+PROBE = "tests/helpers/checkpoints/resume_probe.py"
 DP, ACCUMULATION, SEED = 2, 2, 5
 WORDS = [f"w{i}" for i in range(40)]
 

@@ -25,7 +25,7 @@ from longctx.memory_plan.measure import PeakBytes
 from longctx.training.attention import varlen
 from longctx.training.attention.document_layout import install_document_layout
 from longctx.training.attention.isolation import install_document_isolation
-from tests.helpers import cpu_varlen
+from tests.helpers.references import cpu_varlen
 
 TINY = "recipes/assets/tiny-llama"
 LAYERS = 3

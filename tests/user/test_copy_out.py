@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO
-from tests.helpers.launch import free_port
+from tests.helpers.launching.launch import free_port
 
 RECIPE = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 RETRIEVAL_RECIPE = "recipes/team/sft-2k-cpu-sp2-retrieval.yaml"  # written by the team, in the copy

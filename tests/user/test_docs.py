@@ -28,7 +28,7 @@ import pytest
 
 from longctx import cli
 from tests.helpers import REPO
-from tests.helpers.make import run_make
+from tests.helpers.launching.make import run_make
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
 DOCS += [REPO / "recipes/README.md", REPO / "longctx/evaluation/README.md"]

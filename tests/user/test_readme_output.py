@@ -1,8 +1,8 @@
 """The README's sample output is what a plain `make sft` prints: produced by this test from a real run.
 
 `LONGCTX_WRITE_README_SAMPLE=1 pytest tests/user/test_readme_output.py -m slow` writes the block from the run; without
-it the block must equal the run's lines (tests/helpers/readme_output.py says which lines, and what is masked).
-The default tier holds the lines that do not depend on the run's arguments (tests/user/test_sft_e2e.py).
+it the block must equal the run's lines (tests/helpers/launching/readme_output.py says which lines, and what is
+masked). The default tier holds the lines that do not depend on the run's arguments (tests/user/test_sft_e2e.py).
 """
 
 import os
@@ -11,8 +11,8 @@ import re
 import pytest
 
 from tests.helpers import REPO
-from tests.helpers.make import run_make
-from tests.helpers.readme_output import MARK, readme_sample, sample_of
+from tests.helpers.launching.make import run_make
+from tests.helpers.launching.readme_output import MARK, readme_sample, sample_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 

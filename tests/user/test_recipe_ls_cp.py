@@ -15,7 +15,7 @@ from longctx.cli import main as cli
 from longctx.config.paths import cli_command, recipe_names, recipe_root, resolve_recipe
 from longctx.config.prepared_manifest import prepare_command
 from tests.helpers import REPO
-from tests.helpers.launch import free_port
+from tests.helpers.launching.launch import free_port
 
 TINY = "recipes/tiny-llama/sft-2k-cpu-sp2.yaml"
 TINY_FILES = {

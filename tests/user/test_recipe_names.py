@@ -8,7 +8,7 @@ import pytest
 from longctx.cli import main
 from longctx.config.families.registry import short_names
 from longctx.config.paths import REPO_ROOT, recipe_names, resolve_recipe
-from tests.helpers.make import run_make
+from tests.helpers.launching.make import run_make
 
 
 def test_every_recipe_has_one_short_name_and_each_resolves():

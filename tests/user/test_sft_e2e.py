@@ -10,9 +10,9 @@ import pytest
 from safetensors.torch import load_file
 
 from longctx.config.paths import cli_command
-from tests.helpers.hub_tokens import args_with_token, env_with_tokens, secret_leaks
-from tests.helpers.launch import log_history
-from tests.helpers.make import run_make
+from tests.helpers.launching.hub_tokens import args_with_token, env_with_tokens, secret_leaks
+from tests.helpers.launching.launch import log_history
+from tests.helpers.launching.make import run_make
 
 pytestmark = pytest.mark.distributed
 
@@ -79,7 +79,7 @@ def test_metrics_print_once_and_no_warning_nobody_can_act_on(make_sft):
 def test_readmes_sample_lines_are_the_runs(make_sft):
     """The README's sample output, line by line where it does not depend on the run's ARGS (the launch line, the
     losses and the paths do; tests/user/test_readme_output.py holds the whole block to a plain `make sft`)."""
-    from tests.helpers.readme_output import readme_sample
+    from tests.helpers.launching.readme_output import readme_sample
 
     log, _ = make_sft
     fixed = [line for line in readme_sample() if line.startswith(("[mesh]", "[isolation]"))]

@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from longctx.training.attention.kernels import CpuKernel
 
-# Negative controls (tests/helpers/ring_controls.py): "average" merges blocks by a plain mean, and
+# Negative controls (tests/helpers/controls/ring_controls.py): "average" merges blocks by a plain mean, and
 # isolate_across_chunks=False lets a span's first document attend to every earlier key.
 _state = {"merge": "lse", "isolate_across_chunks": True}
 
