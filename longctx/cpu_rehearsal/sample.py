@@ -1,7 +1,7 @@
 """A small dataset in the recipe's own format and column names, generated here (nothing is downloaded).
 
 `messages`: conversations as LongAlign-10k has them (a `messages` list of user/assistant turns, some with
-two turns, so masks cover more than one answer); `text`: a `text` column as PG-19 has it, some documents longer
+two turns, so masks cover more than one answer); `text`: a `text` column as PG-19 has it, one document longer
 than the rehearsal's max_length so the split policy runs; `prompt_completion`: `prompt` and `completion`;
 `preference` (a `trainer: dpo` recipe): conversational pairs as the DPO recipes stage LongReward-10k
 (data_prep/assets/longreward.py: a user turn with the document and question, the better and the worse answer);
@@ -10,8 +10,8 @@ than the rehearsal's max_length so the split policy runs; `prompt_completion`: `
 (data_prep/assets/passkey_prompts.py).
 Lengths vary from a few dozen tokens to about a row; one row in ROWS is beyond max_length, so packing, padding
 and the long-document policy all have work to do, and a recipe's `long_document_policy: drop` drops 1 of 40 rows
-(2.5%), under the default `max_dropped_fraction` 0.05 that a real recipe keeps (tests/preflight/test_rehearsal.py
-prepares every shipped recipe's sample).
+(2.5%), under the default `max_dropped_fraction` 0.05 that a real recipe keeps
+(tests/preflight/test_rehearsal_sample.py prepares every shipped recipe's sample).
 """
 
 import json
