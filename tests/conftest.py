@@ -17,7 +17,7 @@ from longctx.config.paths import launch_path
 from tests.helpers import OFFLINE, REPO, TORCH_EXTENSIONS_DIR
 from tests.helpers.fixtures.registries import restored_attention_registries  # noqa: F401 (a fixture, used below)
 from tests.helpers.launching.worker_groups import mark_groups
-from tests.helpers.launching.zygote import wait_ready, write_client
+from tests.helpers.launching.zygote import report_fallbacks, wait_ready, write_client
 
 os.environ.update(OFFLINE, TORCH_EXTENSIONS_DIR=TORCH_EXTENSIONS_DIR)
 # An xdist worker shares the cores with the others: one torch thread each, as torchrun gives each rank (two workers
@@ -86,6 +86,7 @@ def launch_zygote(tmp_path_factory):
     proc.terminate()
     proc.wait(timeout=30)
     log.close()
+    report_fallbacks(folder / "fallbacks.log")
 
 
 @pytest.fixture(autouse=True)

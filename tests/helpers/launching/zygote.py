@@ -36,12 +36,14 @@ import sys
 # TORCH_EXTENSIONS_DIR (read at each JIT load) are read when the rank runs, not at import: the child gets the client's.
 # PYTHONPATH becomes the child's sys.path; OMP_NUM_THREADS is applied to torch's pool in the child.
 IMPORT_TIME = re.compile(
-    r"^(HF_(?!TOKEN$)|HUGGINGFACE_|TRANSFORMERS_|DATASETS_|TOKENIZERS_|DS_|DEEPSPEED_|CUDA_|NCCL_|TRITON_|"
+    r"^(HF_(?!TOKEN$)|HUGGINGFACE_|TRANSFORMERS_|DATASETS_|TOKENIZERS_(?!PARALLELISM$)|DS_|DEEPSPEED_|CUDA_|NCCL_|TRITON_|"
     r"PYTORCH_(?!NVML_BASED_CUDA_CHECK$|CUDA_ALLOC_CONF$)|TORCH_(?!EXTENSIONS_DIR$|NCCL_ASYNC_ERROR_HANDLING$)|LIGER_|TRL_|KMP_|MKL_|"
     r"XDG_CACHE_HOME$|PYTHONHASHSEED$|PYTHONWARNINGS$|LD_PRELOAD$)"
 )
 PRELOAD = ("torch", "numpy", "transformers", "accelerate", "datasets", "deepspeed", "trl", "peft",
-           "liger_kernel.transformers", "torch.distributed.elastic")  # fmt: skip
+           "liger_kernel.transformers", "torch.distributed.elastic",
+           "deepspeed.runtime.zero.muon.muon_optimizer", "deepspeed.runtime.engine", "trl.trainer.sft_trainer",
+           "trl.trainer.dpo_trainer", "trl.trainer.grpo_trainer")  # fmt: skip
 
 
 def fingerprint(env) -> dict:
@@ -135,6 +137,23 @@ def write_client(folder: str, sock: str, env: dict) -> str:
         f.write(text)
     os.chmod(path, 0o755)
     return path
+
+
+def report_fallbacks(log_path) -> None:
+    """A warning in the session's summary for each reason ranks started as fresh interpreters instead of forks.
+
+    Why: a fallback is correct but silent, and costs about 10 s of CPU per rank; one environment variable set by
+    in-process data prep (TOKENIZERS_PARALLELISM, when it counted as import-time) sent nearly every later launch of
+    the session down this path and doubled the slow tier's time without failing anything."""
+    import collections
+    import warnings
+
+    if not os.path.exists(log_path):
+        return
+    with open(log_path) as f:
+        reasons = collections.Counter(line.split(": ", 1)[-1].strip() for line in f)
+    for why, count in reasons.most_common():
+        warnings.warn(f"{count} rank(s) started without the zygote: {why}", stacklevel=1)
 
 
 def receive(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -252,12 +271,14 @@ def watch_parent(parent: int) -> None:
 
 def serve(sock_path: str) -> None:
     """Import the stack once, then fork one child per job; tell each client its child's pid and exit status."""
+    import gc
     import importlib
     import threading
 
     watch_parent(os.getppid())
     for name in os.environ.get("ZYGOTE_PRELOAD", ",".join(PRELOAD)).split(","):  # tests of the hand-over: `json`
         importlib.import_module(name)
+    gc.freeze()
     base_path = [p for p in sys.path if p and p != os.getcwd()]
     server = socket.socket(socket.AF_UNIX)
     server.bind(sock_path)
