@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.helpers import REPO
-from tests.helpers.launching.zygote import wait_ready, write_client
+from tests.helpers.launching.zygote import fingerprint, wait_ready, write_client
 
 SCRIPT = """
 import json, os, sys, time
@@ -181,3 +181,25 @@ def test_a_process_the_rank_forks_sees_the_rank_as_its_parent(zygote):
     first, second = (json.loads(line) for line in proc.stdout.splitlines()[:2])
     assert first["ppid"] == os.getpid()  # this test started the client: the rank's parent as launched
     assert second["child_ppid"] == second["rank"] != first["ppid"]
+
+
+def test_data_prep_in_the_test_process_keeps_later_launches_warm():
+    """Tests prepare data in their own process (`make data` of a recipe) and launch afterwards; whatever that sets in
+    the environment must not count as import-time, or every later launch of the session starts fresh interpreters
+    (correct, but silent: the tokenizer's TOKENIZERS_PARALLELISM did, and the slow tier ran twice as long)."""
+    from unittest import mock
+
+    from data_prep.tokens.encoding import Encoder
+
+    with mock.patch.dict(os.environ):
+        for name in ("TOKENIZERS_PARALLELISM", "RAYON_NUM_THREADS"):
+            os.environ.pop(name, None)
+        before = fingerprint(os.environ)
+        for num_proc in (1, 2):
+            encoder = Encoder(str(REPO / "recipes/assets/tiny-llama"), num_proc=num_proc)
+            try:
+                encoded = [enc for _, enc in encoder.map(iter([("text", ["a river", "a road"])]))]
+                assert [len(enc.lengths) for enc in encoded] == [2]
+            finally:
+                encoder.close()
+            assert fingerprint(os.environ) == before
