@@ -23,7 +23,7 @@ LONGCTX := $(or $(PYTHON_EXEC),$(PY)) -m longctx
 $(foreach old,PREP_FLAGS PREFLIGHT_FLAGS PROBE_FLAGS LADDER_FLAGS EVAL_FLAGS REHEARSE_FLAGS,$(if $($(old)),\
   $(error $(old) is now FLAGS (the flags of the target's subcommand): use FLAGS="$($(old))")))
 
-.PHONY: combinations help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-unit test-slow test-all lint format lock eval
+.PHONY: combinations help install install-gpu install-node wheels sft dpo grpo validate plan data probe rehearse gpu-ladder gpu-bench test test-quick test-unit test-slow test-all lint format lock eval
 
 help:
 	@echo "Every recipe target runs python -m longctx SUBCOMMAND RECIPE FLAGS -- ARGS (python -m longctx --help)."
@@ -32,7 +32,8 @@ help:
 	@echo "make sft [RECIPE=..] [ARGS=\"--max_steps 20\"]                 train a recipe with its accelerate config"
 	@echo "make dpo [RECIPE=..] [ARGS=\"--beta 0.2\"]                      preference training (DPO/IPO/SimPO) of a trainer: dpo recipe"
 	@echo "make grpo [RECIPE=..] [ARGS=\"--max_steps 10\"]                 online RL (GRPO, verifiable rewards) of a trainer: grpo recipe"
-	@echo "make test [TEST_WORKERS=2]                                   the default CPU test tier (what CI runs)"
+	@echo "make test [TEST_WORKERS=2]                                   every CPU test, on 2 workers (what CI runs, about 35 min)"
+	@echo "make test-quick                                              the quick tier: no slow test (what a bare pytest runs)"
 	@echo "make test-slow                                               the slow tier: rehearsals, pairwise runs, long launches"
 	@echo "make test-unit                                               the tests that start no process (under 2 minutes)"
 	@echo "make eval RECIPE=.. [CHECKPOINT=dir] [FLAGS=\"--samples 2\"]   long-context retrieval eval on the recipe's mesh"
@@ -174,17 +175,21 @@ gpu-bench:
 	$(if $(ARGS),$(error make gpu-bench runs no recipe: ARGS (recipe overrides) does not apply; its flags go in FLAGS))
 	@benchmarks/gpu_step.sh run $(FLAGS)
 
-# The default tier (what CI runs: no `slow`, no `gpu`), in one process by default; TEST_WORKERS=2 spreads it over
-# two pytest-xdist workers (tests that share a launched run stay on one: tests/helpers/launching/worker_groups.py).
-# On 2 cores the tier is CPU-bound, so two workers gained 14% (docs/tests.md); CI keeps the one-process order it has
-# proven.
-TEST_WORKERS ?= 0
+# Every CPU test (what CI runs: the quick and slow tiers, no `gpu`) on two pytest-xdist workers (tests that share a
+# launched run stay on one: tests/helpers/launching/worker_groups.py): 34 min 29 s on this 2-core machine, measured
+# 2026-12-07 (docs/tests.md). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 xdist = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup)
 XDIST = $(call xdist,$(TEST_WORKERS))
 test: $(STAMP) $(TINY_MODEL)/SOURCE.json
+	$(PY) -m pytest -m "not gpu" $(XDIST) $(PYTEST_ARGS)
+
+# The quick tier (what a bare `pytest` runs: no `slow`, no `gpu`), before a commit.
+test-quick: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
-# The slow tier alone (rehearsals, pairwise runs, long launches): 78 minutes on 2 workers, measured 2026-12-07 (docs/tests.md).
+# The slow tier alone (rehearsals, pairwise runs, long launches): 29 min 48 s on 2 workers, measured 2026-12-07
+# (docs/tests.md).
 test-slow: $(STAMP) $(TINY_MODEL)/SOURCE.json
 	$(PY) -m pytest -m "slow and not gpu" $(XDIST) $(PYTEST_ARGS)
 

@@ -79,7 +79,7 @@ def test_qwen35_sp1_linear_layers_isolated(tmp_path):
 
 
 @pytest.mark.distributed
-@pytest.mark.slow  # the probe on linear layers stays in the default tier at sp=1 (above)
+@pytest.mark.slow  # the probe on linear layers stays in the quick tier at sp=1 (above)
 @pytest.mark.parametrize("sp", [2, 4])
 def test_qwen35_sp_linear_layers_isolated_and_stock_differs(tmp_path, sp):
     """Under Ulysses the converted layers keep packed documents apart and compute sp=1's loss and gradients, packed
@@ -93,7 +93,7 @@ def test_qwen35_sp_linear_layers_isolated_and_stock_differs(tmp_path, sp):
     assert any(f.startswith(f"stock unpacked sp={sp} vs unpacked sp=1: loss") for f in report["stock_parity"])
 
 
-# 4 processes; the ring's isolation in the default tier: tests/sequence_parallel/test_ring_attention.py, training
+# 4 processes; the ring's isolation in the quick tier: tests/sequence_parallel/test_ring_attention.py, training
 @pytest.mark.distributed
 @pytest.mark.slow
 @pytest.mark.parametrize("ring", [2, 4])
@@ -111,7 +111,7 @@ def test_hybrid_ring_isolated_stock_leaks_and_parity(tmp_path, ring, capsys):
 GEMMA4 = "tests/recipes/gemma4-parity.yaml"  # the miniature Gemma 4: 16-token windows, global layers twice as wide
 
 
-# Gemma 4's parity gate holds the default tier's one sp=2 launch (tests/parity/test_gemma4_parity.py)
+# Gemma 4's parity gate holds the quick tier's one sp=2 launch (tests/parity/test_gemma4_parity.py)
 @pytest.mark.distributed
 @pytest.mark.slow
 def test_gemma4_probe_at_sp2(tmp_path):

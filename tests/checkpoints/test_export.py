@@ -1,6 +1,6 @@
 """`python -m longctx export`: a run's checkpoint as a folder plain transformers loads, with the trained logits.
 
-Default tier: the push path (the Hub client injected, never the network; the token never printed) and the
+Quick tier: the push path (the Hub client injected, never the network; the token never printed) and the
 refusals. The full run's ZeRO-3 checkpoint is exported in tests/user/test_sft_e2e.py (its run saves one). Slow: a LoRA
 run through `python -m longctx sft`, exported merged from its ZeRO-3 checkpoint and again from the universal
 checkpoint of the same step (the base rebuilt from `--recipe`: a LoRA checkpoint holds the adapter only), each

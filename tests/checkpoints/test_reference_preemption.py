@@ -21,7 +21,7 @@ from longctx.config.exit_codes import PREEMPTED
 from tests.helpers.launching.launch import accelerate_launch, assert_ok, log_history
 from tests.helpers.references.preference import prepare, recipe_argv, write_pairs
 
-# two launches: `slow` (the default tier's budget); the default tier keeps the partial file's round trip
+# two launches: `slow` (the quick tier's budget); the quick tier keeps the partial file's round trip
 # (tests/preference/test_preference_reference.py) and the training-step preemption chain
 # (tests/faults/test_faults_launch.py)
 pytestmark = [pytest.mark.distributed, pytest.mark.faults, pytest.mark.slow]

@@ -19,7 +19,7 @@ from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers.checkpoints.resume_runs import FAKE_TOKEN, fingerprints, launch_resume, losses
 from tests.helpers.launching.launch import assert_ok, log_history
 
-# slow (make test-all), for the 10-minute default tier; in it: the preempt / crash-mid-save / resume chain
+# slow (not in `make test-quick`); in it: the preempt / crash-mid-save / resume chain
 # (tests/faults/test_faults_launch.py: resumed losses, data order and weights; the killed rank named) and a
 # token-carrying `make sft` with a checkpoint (tests/user/test_sft_e2e.py)
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]

@@ -6,7 +6,7 @@ computes and a fingerprint of its input_ids shard (tests/helpers/checkpoints/res
 the uninterrupted run's losses and fingerprints, and the uninterrupted run's second epoch must be a full,
 reshuffled pass over the same rows (one fingerprint per row shard, none lost, a new order).
 
-Default tier: sp=2 without accumulation (the odd checkpoint leaves one SP micro-step to skip), and the odd
+Quick tier: sp=2 without accumulation (the odd checkpoint leaves one SP micro-step to skip), and the odd
 checkpoint converted to the universal format and resumed at sp=1 (a topology change, in the second epoch).
 Slow: sp=2 with accumulation 2 and sp=2 x dp=2 with accumulation 2.
 """
@@ -21,7 +21,7 @@ import pytest
 from longctx.config.recipe import RecipeError, parse_recipe
 from tests.helpers.launching.launch import REPO, accelerate_launch, assert_ok, log_history
 
-# slow (make test-all), for the 10-minute default tier; in it: mid-epoch resume in tests/faults/test_faults_launch.py
+# slow (not in `make test-quick`); in it: mid-epoch resume in tests/faults/test_faults_launch.py
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 PROBE = "tests/helpers/checkpoints/resume_probe.py"
@@ -109,7 +109,7 @@ def test_resumed_steps_equal_the_uninterrupted_run(mesh_runs, which):
         assert probe[rank] == {s: fps for s, fps in steps.items() if s > start}, f"rank {rank}: other batches"
 
 
-@pytest.mark.slow  # universal resume on another mesh stays in the default tier: tests/checkpoints/test_universal.py
+@pytest.mark.slow  # universal resume on another mesh stays in the quick tier: tests/checkpoints/test_universal.py
 def test_second_epoch_checkpoint_resumes_at_sp1_through_the_universal_format(mesh_runs):
     runs, per_epoch = mesh_runs
     if runs["name"] != "sp2":

@@ -5,10 +5,10 @@ refused until converted, converts, resumes to step 6 and compares the losses wit
 rank records the input shard of each step (tests/helpers/checkpoints/resume_probe.py); joined per SP group into whole
 rows, they check that the resumed steps train exactly the uninterrupted run's rows, whatever the mesh.
 
-Default tier: sp=2 x dp=2 -> sp=2 (dp 2 -> 1). The saved run trains 2 rows per optimizer step; at dp=1 with the
+Quick tier: sp=2 x dp=2 -> sp=2 (dp 2 -> 1). The saved run trains 2 rows per optimizer step; at dp=1 with the
 recipe's accumulation 1 a step would train 1, so the resume is refused naming `--gradient_accumulation_steps 2`
 (the rows per step recorded in topology.json, longctx/config/checkpoints.py), and the resume with it trains the
-same rows at every step. Slow: sp=2 -> sp=1 (the default tier converts a second-epoch sp=2 checkpoint and
+same rows at every step. Slow: sp=2 -> sp=1 (the quick tier converts a second-epoch sp=2 checkpoint and
 resumes it at sp=1 in tests/checkpoints/test_resume_epochs.py) and sp=4 -> sp=2.
 """
 
@@ -72,7 +72,7 @@ def refused_until(resume: list[str], accumulation: int | None) -> list[str]:
     [
         pytest.param("sp2-to-sp1", marks=pytest.mark.slow),
         pytest.param("sp4-to-sp2", marks=pytest.mark.slow),
-        pytest.param("sp2-dp2-to-sp2", marks=pytest.mark.slow),  # all slow: the 10-minute default tier
+        pytest.param("sp2-dp2-to-sp2", marks=pytest.mark.slow),  # all slow: not in make test-quick
     ],
 )
 def test_checkpoint_resumes_on_another_mesh_through_the_universal_format(tmp_path, case):

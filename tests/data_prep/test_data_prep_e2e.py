@@ -11,7 +11,7 @@ from tests.helpers.launching.launch import log_history
 from tests.helpers.launching.make import run_make
 
 # slow: make sft on prepared data also runs in tests/user/test_sft_e2e.py and packed sp=2 training in
-# tests/attention/test_isolation_training.py; this end-to-end pairing runs in make test-all
+# tests/attention/test_isolation_training.py; this end-to-end pairing runs in make test (not make test-quick)
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 

@@ -18,7 +18,7 @@ import pytest
 from data_prep.output.writer import is_complete
 from tests.helpers import REPO
 
-# every test reads the interrupted child prep's leftovers; slow (make test-all), for the 10-minute default tier; in
+# every test reads the interrupted child prep's leftovers; slow (not in `make test-quick`); in
 # it: tests/data_prep/test_data_prep_pipeline.py interrupts a write in process
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 

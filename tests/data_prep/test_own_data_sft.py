@@ -1,5 +1,5 @@
 """A user's own data trains through `make sft` with recipe keys only (ARGS), no script: a ShareGPT jsonl with a
-`conversations` column (default tier), a parquet with its own column names and a text corpus whose field is
+`conversations` column (quick tier), a parquet with its own column names and a text corpus whose field is
 not `text` (slow). A file with 30% malformed rows stops before any launch, naming report.json."""
 
 import json
@@ -31,14 +31,14 @@ def trained(tmp_path, proc, fmt: str) -> None:
     assert len(log_history(tmp_path / "out")) == 1
 
 
-@pytest.mark.slow  # the default tier prepares the same file in-process (tests/data_prep/test_own_data.py)
+@pytest.mark.slow  # the quick tier prepares the same file in-process (tests/data_prep/test_own_data.py)
 def test_a_sharegpt_jsonl_trains_through_make_sft(tmp_path):
     data = tmp_path / "chats.jsonl"
     data.write_text("".join(json.dumps(sharegpt(i)) + "\n" for i in range(8)))
     trained(tmp_path, make_sft(tmp_path, f"--data_files {data}"), "messages")
 
 
-# the default tier runs the same file through data_prep in-process (tests/data_prep/test_own_data.py)
+# the quick tier runs the same file through data_prep in-process (tests/data_prep/test_own_data.py)
 @pytest.mark.slow
 def test_a_file_with_30_percent_malformed_rows_stops_before_the_launch_naming_the_report(tmp_path):
     data = tmp_path / "bad.jsonl"

@@ -1,6 +1,6 @@
 """Proof that the retrieval eval measures something real: a tiny Llama trained on short passkey haystacks
 retrieves the passkey where its untrained starting model is at chance; and the scores at sp=1 and sp=2 are
-the same. Trains for about 4 minutes on an idle 2-core CPU: slow tier (`make test-all`).
+the same. Trains for about 4 minutes on an idle 2-core CPU: slow tier (not in `make test-quick`).
 
 The corpus is longctx/training/retrieval/haystack.py's passkey haystacks (the default tiny recipe's generator),
 8,000 of

@@ -87,8 +87,8 @@ def eval_history(tmp, data, mode: str, sp: int, model: str = "tiny Llama") -> li
 runs = run_cache("eval-sp", write_corpus, eval_history)
 
 
-# The default tier runs the MoE eval path once (2 launches: Qwen3-MoE packed at sp=1 and sp=2); the other pairs
-# (gpt-oss, sp=4, unpacked) and the dense tiny Llama are `slow` (make test-all), for the 10-minute budget.
+# The quick tier runs the MoE eval path once (2 launches: Qwen3-MoE packed at sp=1 and sp=2); the other pairs
+# (gpt-oss, sp=4, unpacked) and the dense tiny Llama are `slow` (not in `make test-quick`).
 @pytest.mark.parametrize(
     "model, sp, mode",
     [
@@ -131,7 +131,7 @@ def test_eval_scores_every_held_out_label_token_once(runs):
     assert abs(history[1]["eval_loss"] - history[0]["eval_loss"]) > 1e-3  # the second eval sees the trained step
 
 
-# the default tier's retrieval slice: tests/user/test_copy_out.py's team run is without it; unit tests
+# the quick tier's retrieval slice: tests/user/test_copy_out.py's team run is without it; unit tests
 @pytest.mark.slow
 def test_retrieval_slice_at_sp2_dp2_with_an_odd_count_equals_sp1(tmp_path):
     """The slice (longctx/training/retrieval/callback.py) with 5 examples on 2 SP groups: one group runs 3

@@ -5,7 +5,7 @@ AdamW, a cosine schedule) through the launch process of `python -m longctx sft` 
 "nothing lost" means: the run that finally ends has every step's loss, the data order of both ranks and the final
 weights of the uninterrupted run (`uninterrupted_resume_run`, tests/conftest.py), step for step.
 
-Default tier: one chain of three launches of the same command (`--resume_from_checkpoint auto --save_total_limit 1`)
+Quick tier: one chain of three launches of the same command (`--resume_from_checkpoint auto --save_total_limit 1`)
 into one output folder, as a requeued job would run it:
   1. the folder is empty, so `auto` starts fresh; rank 0 sends SIGTERM to the launcher entering step 2: every rank
      stops after step 2 with a complete checkpoint-2, and the launch exits 75 (PREEMPTED);

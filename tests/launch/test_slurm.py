@@ -92,7 +92,7 @@ def slurm_env(bin_dir, **extra) -> dict:
 
 
 @pytest.mark.subprocess
-@pytest.mark.slow  # the 10-minute default tier; in it: the dry run's per-node lines and the requeue on a signal
+@pytest.mark.slow  # not in make test-quick; there: the dry run's per-node lines and the requeue on a signal
 def test_batch_node_checks_once_then_each_node_launches_with_its_own_rank(fake_slurm):
     bin_dir, record = fake_slurm
     proc = sbatch(RECIPE, "--max_steps", "5", env=slurm_env(bin_dir))

@@ -31,7 +31,7 @@ def launched(tmp_path_factory):
 def test_shared(launched, i):
     time.sleep(0.2)
 
-@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("i", range(12))  # twice the shared group's time: one worker alone cannot take them all
 def test_free(i):
     time.sleep(0.2)
 """

@@ -38,7 +38,7 @@ def test_bisection_goes_down_when_the_plan_over_promises():
     assert 50_000 / 1.05 <= max(s for s in seen if s <= 50_000) <= 50_000
 
 
-@pytest.mark.slow  # the step benchmark's --tiny run (tests/measure/test_gpu_step.py) is the default tier's
+@pytest.mark.slow  # the step benchmark's --tiny run (tests/measure/test_gpu_step.py) is the quick tier's
 def test_ladder_tiny_runs_every_feature_set(tmp_path):
     out = tmp_path / "ladder.json"
     proc = subprocess.run(

@@ -4,7 +4,7 @@ End to end on CPU (`slow`): the GPU session script with its CPU switch (`benchma
 device.json, every `gpu` test's outcome and the step rows; its `gpu_step.py --tiny` runs the H200 recipe in
 miniature through recipes/sft.py and the launch home; its rows' losses must be those `python -m longctx sft` (what
 `make sft` runs) gives for the same recipe file, and each row's GPU and host plan what `python -m longctx plan`
-gives for that recipe at the row's length, Adam states counted (every row is an optimizer step). The default tier
+gives for that recipe at the row's length, Adam states counted (every row is an optimizer step). The quick tier
 holds the parts without a launch: the budget's decisions on a recorded run, the rows' schedule, the step record's
 document count, and the carried archive's round trip.
 """

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers.launching.run_cache import run_cache
 from tests.helpers.references.preference import eval_rows, prepare, train, write_pairs
 
-# slow (make test-all), for the 10-minute default tier; in it: tests/preference/test_dpo_reference.py (sp=2 against
+# slow (not in `make test-quick`); in it: tests/preference/test_dpo_reference.py (sp=2 against
 # a DPO loss written by hand over each sequence alone)
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 

@@ -26,7 +26,7 @@ from tests.helpers.launching.run_cache import run_cache
 from tests.helpers.references.moe_rows import write_rows
 from tests.parity.test_sp_parity import mismatches
 
-# slow (make test-all), for the 10-minute default tier; in it: windows inside documents under SP (gpt-oss's gate,
+# slow (not in `make test-quick`); in it: windows inside documents under SP (gpt-oss's gate,
 # the same kernels) and the per-layer head fit in process (tests/models/test_gemma4_shapes.py)
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 

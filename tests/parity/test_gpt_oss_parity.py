@@ -6,7 +6,7 @@ rank one query head and a replicated KV head), a 16-token window on layer 0 and 
 rows and one-document rows in one dataset, so a single launch per sp trains both kinds through the real
 stack (accelerate launch, DeepSpeed ZeRO-3, Ulysses over gloo, `sdpa` = longctx/training/attention/sinks.py over the
 isolated sdpa). Per-step loss and grad norm, and the weights after the SGD steps, must match sp=1. The gate's
-own test runs sp=2 with every rank taking the first heads' sinks and requires a mismatch (default tier).
+own test runs sp=2 with every rank taking the first heads' sinks and requires a mismatch (quick tier).
 """
 
 import math
@@ -41,7 +41,7 @@ def train(tmp, data, sp: int, script: str = "recipes/sft.py"):
 runs = run_cache("gpt-oss-parity", write_rows, train)
 
 
-@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
+@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: slow, not in make test-quick
 def test_gpt_oss_sp_matches_sp1(runs, sp):
     assert mismatches(runs(1), runs(sp)) == []
 
@@ -56,7 +56,7 @@ def test_losses_are_real_and_sinks_per_head(runs):
 
 
 def test_gate_catches_misaligned_sinks(runs):
-    """The gate's negative control, in the default tier (one 2-process launch): every rank taking the first heads'
+    """The gate's negative control, in the quick tier (one 2-process launch): every rank taking the first heads'
     sinks must fail it."""
     assert mismatches(runs(1), runs(2, "tests/helpers/controls/misaligned_sinks.py")), (
         "sinks of the wrong heads went unnoticed"

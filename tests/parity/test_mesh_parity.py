@@ -7,7 +7,7 @@ the same 4 rows per step (2 per micro-batch), so all must agree with sp=1 x dp=2
   weighted over the data-parallel ranks);
 - sp=2 with gradient_accumulation_steps 2 (the SP loss weighted over the micro-batches), launched with the
   README's multi-node command as 2 launchers on this host (--machine_rank 0/1, 127.0.0.1), so the SP group
-  spans the two "machines" (one launch proves both, to keep the default tier short);
+  spans the two "machines" (one launch proves both, to keep the quick tier short);
 - slow: the same on one machine, sp=2 x dp_replicate=2, 2 machines x 2 processes (sp within a machine, dp
   across), and sp=1 with accumulation 2 (transformers' own path).
 The rows put unequal label-token counts on the SP shards and on the micro-batches of a step (checked on what
@@ -70,7 +70,7 @@ SLOW = pytest.mark.slow
     "name",
     [
         "sp2-dp2-shard",
-        # accumulation under SP in the default tier: tests/attention/test_isolation_training.py (ring of 2, 2 per step)
+        # accumulation under SP in the quick tier: tests/attention/test_isolation_training.py (ring of 2, 2 per step)
         pytest.param("2-machines-sp-across", marks=SLOW),  # also the accumulation case: sp=2 with accumulation 2
         pytest.param("sp2-ga2", marks=SLOW),  # the same on one machine
         pytest.param("sp2-dp2-replicate", marks=SLOW),

@@ -8,9 +8,9 @@ transformers 5.23's fused experts without a hang. The aux loss multiplies per-ex
 router probabilities, which no per-shard loss adds up to: longctx/training/layers/router_aux.py sums the statistics
 over the SP group. The gate compares per-step loss, grad norm, the logged aux loss and the weights after the
 SGD steps with sp=1; the negative control runs sp=2 with each rank's own shard aux (the stock behaviour) and
-must fail the gate. `slow` (make test-all): ZeRO-2 (which divides the summed gradients by dp, not sp x dp: the aux
+must fail the gate. Slow: ZeRO-2 (which divides the summed gradients by dp, not sp x dp: the aux
 term's gradient must follow, longctx/training/sequence_parallel/group_sum.py) at sp=2 and at sp=2 x dp=2, and
-ZeRO-3 at sp=2 x dp=2; their cheap default-tier guard is tests/parity/test_router_aux_zero.py (two gloo ranks).
+ZeRO-3 at sp=2 x dp=2; their cheap quick-tier guard is tests/parity/test_router_aux_zero.py (two gloo ranks).
 """
 
 import pytest
@@ -19,7 +19,7 @@ from tests.helpers.fixtures.zero_configs import zero_variant
 from tests.helpers.launching.run_cache import run_cache
 from tests.parity.test_sp_parity import mismatches, train, write_rows
 
-# slow (make test-all), for the 10-minute default tier; in it: gpt-oss's gate (router aux on) and
+# slow (not in `make test-quick`); in it: gpt-oss's gate (router aux on) and
 # tests/parity/test_router_aux_zero.py
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -53,7 +53,7 @@ def test_router_aux_loss_is_on(runs):
     assert len(set(aux)) == STEPS
 
 
-@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
+@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: slow, not in make test-quick
 def test_moe_sp_matches_sp1(runs, sp):
     assert mismatches(runs(1), runs(sp)) + aux_mismatches(runs(1), runs(sp)) == []
 

@@ -11,7 +11,7 @@ load-balancing loss, a product of two means over the whole micro-batch (longctx/
 the SP group's router statistics). Per-step loss, grad norm, the logged aux loss and the trained weights must equal
 sp=1's at the tolerances of tests/parity/test_sp_parity.py and tests/parity/test_moe_router_parity.py. Negative
 controls (`slow`): transformers' own Gated DeltaNet under SP (tests/helpers/controls/stock_linear_attention.py) and
-each rank's own shard aux (tests/helpers/controls/shard_router_aux.py) must each fail the gate. In the default tier:
+each rank's own shard aux (tests/helpers/controls/shard_router_aux.py) must each fail the gate. In the quick tier:
 sp=1 and sp=2, and in-process that the family's router is the one the exact aux loss records and that the probe and the
 rehearsal build the snapshot in miniature (the stock Gated DeltaNet's leak in-process is in
 tests/attention/test_linear_attention_sp.py); the leak probe on this recipe at sp=1 and 2 is `slow`.
@@ -81,7 +81,7 @@ def test_the_probe_and_the_rehearsal_build_the_snapshot_in_miniature():
     assert type(model) is modeling_qwen3_5_moe.Qwen3_5MoeForCausalLM
 
 
-# slow (make test-all): in the default tier the Gated DeltaNet layers are checked by the probe's parity
+# slow (not in `make test-quick`): in the quick tier the Gated DeltaNet layers are checked by the probe's parity
 # (tests/attention/test_isolation_probe.py) and the exact aux loss by gpt-oss's gate and the unit tests above
 @pytest.mark.distributed
 @pytest.mark.slow

@@ -74,7 +74,7 @@ def test_rows_are_packed_and_unpacked_and_cross_shard_edges():
     assert 128 in starts
 
 
-# slow (make test-all): the default tier's Gated DeltaNet check is the probe's parity on this miniature
+# slow (not in `make test-quick`): the quick tier's Gated DeltaNet check is the probe's parity on this miniature
 # (tests/attention/test_isolation_probe.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("sp", [2, 4])
@@ -119,7 +119,7 @@ def test_gate_catches_linear_layers_split_over_the_ulysses_group_only(runs):
 @pytest.mark.slow
 def test_gate_catches_the_stock_linear_attention_at_sp2(runs):
     """Negative control: transformers' own Gated DeltaNet under Ulysses (each rank restarts the state at its shard,
-    and packed documents run into each other) fails the gate. Default tier: the probe's stock comparison."""
+    and packed documents run into each other) fails the gate. Quick tier: the probe's stock comparison."""
     stdout, stock = runs(2, "tests/helpers/controls/stock_linear_attention.py")
     assert "[linear-attention] switched OFF" in stdout
     assert mismatches(runs(1)[1], stock), "the stock Gated DeltaNet under SP went unnoticed"

@@ -46,8 +46,8 @@ def one_run(folder, data, kind: str, mesh: str, script: str = "recipes/sft.py", 
 runs = run_cache("ring", lambda data: None, one_run)  # runs(kind, mesh[, script, extra]): each launch once
 
 
-# Every launch here has 4 processes or repeats the default tier's guard, so all are `slow` (make test-all). The
-# default tier keeps U=1 x R=2 with accumulation through the real launch (tests/attention/test_isolation_training.py)
+# Every launch here has 4 processes or repeats the quick tier's guard, so all are `slow`. The
+# quick tier keeps U=1 x R=2 with accumulation through the real launch (tests/attention/test_isolation_training.py)
 # and the ring's math, balance and both controls without processes (tests/sequence_parallel/test_ring_attention.py).
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -55,7 +55,7 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 @pytest.mark.parametrize(
     ("mesh", "balance"),
     [("sp2-u1r2", "auto"), ("sp4-u2r2", "auto"), ("sp4-u2r2", "on"), ("sp4-u1r4", "auto"), ("sp4-u1r4", "on")],
-)  # U=1 x R=2 with the balance on is the default tier's guard (tests/attention/test_isolation_training.py)
+)  # U=1 x R=2 with the balance on is the quick tier's guard (tests/attention/test_isolation_training.py)
 def test_hybrid_trains_like_documents_one_by_one(runs, mesh, balance):
     """`auto` (the default: no swap on these short documents) through recipes/sft.py itself, `on` (every ring
     rank swaps its second half with its mirror) through tests/helpers/controls/ring_controls.py."""

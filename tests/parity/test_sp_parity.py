@@ -129,7 +129,7 @@ def test_shards_carry_unequal_label_tokens(tmp_path):
     assert unequal >= 12
 
 
-@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: make test-all
+@pytest.mark.parametrize("sp", [2, pytest.param(4, marks=pytest.mark.slow)])  # sp=4: slow, not in make test-quick
 def test_sp_matches_sp1(runs, sp):
     assert mismatches(runs(1), runs(sp)) == []
 
@@ -157,7 +157,7 @@ def test_zero2_matches_sp1(runs):
 VARIABLE = ("--pad_to_multiple_of", "2")
 
 
-@pytest.mark.slow  # default tier: gloo's uneven all-gather itself, tests/sequence_parallel/test_gloo_uneven_gather.py
+@pytest.mark.slow  # quick tier: gloo's uneven all-gather itself, tests/sequence_parallel/test_gloo_uneven_gather.py
 def test_variable_length_sp_run_equals_the_padded_run(runs):
     """Rows padded to a multiple of sp only, as the GPU recipes run: SP-group members load rows of different lengths,
     which DeepSpeed's SP loader gathers (on gloo through longctx/training/sequence_parallel/gloo_uneven_gather.py) and
@@ -175,7 +175,7 @@ ALST_ON = ("--tiled_mlp", "true", "--activation_checkpoint_offload", "true")
 ALST_ON += ("--gradient_checkpointing_kwargs", SELECTIVE)
 
 
-@pytest.mark.slow  # default tier: TiledMLP and checkpoint offload against the plain model, tests/training/test_alst.py
+@pytest.mark.slow  # quick tier: TiledMLP and checkpoint offload against the plain model, tests/training/test_alst.py
 def test_alst_features_match_plain_sp2(runs):
     """TiledMLP + checkpoint offload (longctx/training/memory/alst.py) + selective checkpointing at sp=2 compute what
     sp=2 with full checkpointing and neither feature computes."""

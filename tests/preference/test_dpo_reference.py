@@ -106,7 +106,7 @@ HYBRID = "accelerate_configs/cpu-sp4-u2r2.yaml"  # sp=4 = Ulysses 2 x ring 2
     ],
 )
 def test_make_dpo_equals_the_loss_and_gradients_written_by_hand(tmp_path, layout, accel):
-    """With prefix sharing (the default-tier case) the row holds each prompt once and its two answers as branches;
+    """With prefix sharing (the quick-tier case) the row holds each prompt once and its two answers as branches;
     the reference still runs every `prompt + answer` alone, so equality also proves sharing exact under SP, and on
     a ring (the CPU ring's prefix blocks: a rejected answer crossing a chunk edge still reads its whole prompt)."""
     from datasets import load_from_disk

@@ -5,7 +5,7 @@ sees the same starting weights: `precomputed` (one pass before training, the def
 copy under ZeRO-3, run every step); with LoRA, `precomputed` (the pass runs the base: the adapter switched off)
 equals `adapter_disabled` (the base run every step). A run stopped at step 2 and resumed reads its stored table
 instead of recomputing it (whose weights would no longer be the reference's) and ends where the uninterrupted run
-ends. The default tier keeps the guard behind all of them: step 1's loss is ln 2 exactly (reference = policy) in
+ends. The quick tier keeps the guard behind all of them: step 1's loss is ln 2 exactly (reference = policy) in
 tests/parity/test_dpo_parity.py and tests/preference/test_dpo_reference.py.
 """
 

@@ -1,6 +1,6 @@
 """The dress rehearsal: every shipped recipe in miniature on CPU, through preflight, data_prep and accelerate launch.
 
-Each full rehearsal is `slow` (`make test-all`); `make test` runs the fast tests of how a recipe is miniaturised. The
+Each full rehearsal is `slow` (`make test-quick` runs the fast tests of how a recipe is miniaturised). The
 multi-node one (sp=8 x dp=2) rehearses at sp=2 x dp=2 and steps with DeepSpeed's CPU Adam, as its JSON says (built
 once per checkout, tests/launch/test_cpu_adam.py). The fast tests check that the miniature changes only what a CPU
 cannot run, and keeps what decides which code runs.
@@ -23,8 +23,8 @@ from tests.helpers import OFFLINE
 from tests.helpers.launching.hub_tokens import ENV_TOKEN, args_with_token, secret_leaks
 from tests.helpers.launching.make import run_make
 
-# Every full rehearsal is `slow` (make test-all; each is several launches, 1.5-2 minutes on 2 cores), so the default
-# tier stays under 10 minutes; what they rest on runs there on its own: DeepSpeed's CPU Adam (test_cpu_adam.py),
+# Every full rehearsal is `slow` (each is several launches, 1.5-2 minutes on 2 cores), so the quick tier
+# stays under 10 minutes; what they rest on runs there on its own: DeepSpeed's CPU Adam (test_cpu_adam.py),
 # sp x dp parity (test_mesh_parity.py), the rope loaded back as trained (test_model_build.py), the MoE and hybrid
 # miniatures' parity, and this module's fast tests of how a recipe is miniaturised.
 DEFAULT_TIER: tuple[str, ...] = ()

@@ -1,5 +1,5 @@
 """Every shipped recipe's rehearsal data passes the recipe's own data preparation, in this process (about half a
-second a recipe), so the default tier sees what every full rehearsal (slow) would meet first at its `prepare` step.
+second a recipe), so the quick tier sees what every full rehearsal (slow) would meet first at its `prepare` step.
 
 The sample (longctx/cpu_rehearsal/sample.py) is one generator for every recipe, while the recipes differ in chat
 template (Llama 3.1's system header, Gemma 4's turns), format, trainer and `long_document_policy`: when the

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import REPO
 
-# slow (make test-all), for the 10-minute default tier; each engine runs in a child process (DeepSpeed's process group)
+# slow (not in `make test-quick`); each engine runs in a child process (DeepSpeed's process group)
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 

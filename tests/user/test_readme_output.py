@@ -2,7 +2,7 @@
 
 `LONGCTX_WRITE_README_SAMPLE=1 pytest tests/user/test_readme_output.py -m slow` writes the block from the run; without
 it the block must equal the run's lines (tests/helpers/launching/readme_output.py says which lines, and what is
-masked). The default tier holds the lines that do not depend on the run's arguments (tests/user/test_sft_e2e.py).
+masked). The quick tier holds the lines that do not depend on the run's arguments (tests/user/test_sft_e2e.py).
 """
 
 import os

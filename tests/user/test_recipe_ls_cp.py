@@ -75,7 +75,7 @@ def test_the_missing_data_message_names_the_command_that_works_where_the_run_is(
     assert "with the longctx command line installed" in prepare_command(TINY)
 
 
-@pytest.mark.slow  # the default tier trains a copy in a team repository: tests/user/test_copy_out.py
+@pytest.mark.slow  # the quick tier trains a copy in a team repository: tests/user/test_copy_out.py
 @pytest.mark.distributed
 def test_a_copied_recipe_trains_outside_this_repository_from_any_folder(tmp_path):
     """`cp` into a team repository, then `python -m longctx sft` typed in a third folder: preflight, data and the

@@ -64,7 +64,7 @@ def make_sft(out, *args: str) -> subprocess.Popen:
     )
 
 
-@pytest.mark.slow  # three launches of the tiny recipe; the default tier checks the refusal without one
+@pytest.mark.slow  # three launches of the tiny recipe; the quick tier checks the refusal without one
 @pytest.mark.distributed
 @pytest.mark.faults
 def test_ctrl_c_saves_a_checkpoint_and_prints_the_resume_line_then_the_same_command_is_refused(tmp_path):
